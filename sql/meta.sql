@@ -1,0 +1,62 @@
+-- Metadata schema of mysql-lww-sink. {{meta}} is replaced by the quoted schema name.
+-- Statements are separated by lines holding only ";". Every statement is idempotent.
+
+CREATE DATABASE IF NOT EXISTS {{meta}} CHARACTER SET utf8mb4
+;
+-- One row per source stream applied to this server. The sink updates it in the same transaction as
+-- the data it applies, so progress and data commit together; a capture that sees a transaction
+-- touching this table knows a sink wrote it and drops it (loop prevention).
+CREATE TABLE IF NOT EXISTS {{meta}}.`checkpoints` (
+  `source_id`       VARCHAR(255)    NOT NULL,
+  `position`        VARCHAR(4096)   NOT NULL DEFAULT '',
+  `last_version`    BIGINT UNSIGNED NOT NULL DEFAULT 0,
+  `owner_epoch`     BIGINT UNSIGNED NOT NULL DEFAULT 0,
+  `owner`           VARCHAR(255)    NOT NULL DEFAULT '',
+  `applied_batches` BIGINT UNSIGNED NOT NULL DEFAULT 0,
+  `updated_at`      TIMESTAMP(6)    NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+  PRIMARY KEY (`source_id`)
+) ENGINE=InnoDB
+;
+-- Incoming rows that could not be applied without overwriting an unrelated row (a clash on a
+-- secondary UNIQUE key). Replication continues; an operator resolves these by hand.
+CREATE TABLE IF NOT EXISTS {{meta}}.`conflicts` (
+  `id`          BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
+  `source_id`   VARCHAR(255)    NOT NULL,
+  `schema_name` VARCHAR(64)     NOT NULL,
+  `table_name`  VARCHAR(64)     NOT NULL,
+  `reason`      VARCHAR(255)    NOT NULL,
+  `version`     BIGINT UNSIGNED NOT NULL,
+  `row_json`    LONGTEXT        NOT NULL,
+  `created_at`  TIMESTAMP(6)    NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+  PRIMARY KEY (`id`)
+) ENGINE=InnoDB
+;
+-- The node id this server stamps its local writes with (written by install).
+CREATE TABLE IF NOT EXISTS {{meta}}.`node` (
+  `singleton`    TINYINT UNSIGNED  NOT NULL DEFAULT 1,
+  `node_id`      SMALLINT UNSIGNED NOT NULL,
+  `installed_at` TIMESTAMP(6)      NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+  PRIMARY KEY (`singleton`)
+) ENGINE=InnoDB
+;
+-- Replicated tables and where their tombstones live.
+CREATE TABLE IF NOT EXISTS {{meta}}.`tables` (
+  `schema_name`     VARCHAR(64) NOT NULL,
+  `table_name`      VARCHAR(64) NOT NULL,
+  `tombstone_table` VARCHAR(64) NOT NULL,
+  `version_column`  VARCHAR(64) NOT NULL,
+  `added_version_column` TINYINT NOT NULL DEFAULT 0,
+  PRIMARY KEY (`schema_name`, `table_name`)
+) ENGINE=InnoDB
+;
+-- Progress of an initial copy (source_id, table) so a crashed copy resumes at its last chunk.
+CREATE TABLE IF NOT EXISTS {{meta}}.`copy_progress` (
+  `source_id`   VARCHAR(255)  NOT NULL,
+  `schema_name` VARCHAR(64)   NOT NULL,
+  `table_name`  VARCHAR(64)   NOT NULL,
+  `last_key`    LONGTEXT      NULL,
+  `done`        TINYINT       NOT NULL DEFAULT 0,
+  `rows_copied` BIGINT UNSIGNED NOT NULL DEFAULT 0,
+  `updated_at`  TIMESTAMP(6)  NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+  PRIMARY KEY (`source_id`, `schema_name`, `table_name`)
+) ENGINE=InnoDB

@@ -1,0 +1,95 @@
+// Named errors: each carries what an operator or caller needs to act on it.
+
+export class LwwError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
+/** A source transaction or change that cannot be applied as given; nothing of it was written. */
+export class InvalidChangeError extends LwwError {
+  constructor(
+    message: string,
+    readonly changeIndex?: number,
+    readonly field?: string,
+  ) {
+    super(message);
+  }
+}
+
+/** A sink/replicator option that fails validation. */
+export class InvalidOptionsError extends LwwError {}
+
+export class UnknownTableError extends LwwError {
+  constructor(
+    readonly schema: string,
+    readonly table: string,
+  ) {
+    super(`table ${schema}.${table} does not exist on the target`);
+  }
+}
+
+export class UnknownColumnError extends LwwError {
+  constructor(
+    readonly schema: string,
+    readonly table: string,
+    readonly column: string,
+    context = '',
+  ) {
+    super(`column ${column} does not exist in ${schema}.${table}${context ? ` (${context})` : ''}`);
+  }
+}
+
+/** A table the sink cannot replicate safely (no primary key, no version column...). */
+export class UnsupportedTableError extends LwwError {
+  constructor(
+    readonly schema: string,
+    readonly table: string,
+    reason: string,
+  ) {
+    super(`table ${schema}.${table} cannot be replicated: ${reason}`);
+  }
+}
+
+/** A source server setting that would silently lose changes; names the setting to change. */
+export class UnsafeSourceSettingError extends LwwError {
+  constructor(
+    readonly setting: string,
+    readonly actual: string,
+    readonly required: string,
+  ) {
+    super(`unsafe source setting: ${setting} is ${actual}, must be ${required}`);
+  }
+}
+
+/** Another writer took over this (source → target) direction; this one must stop. */
+export class OwnershipLostError extends LwwError {
+  constructor(
+    readonly sourceId: string,
+    readonly ownEpoch: bigint,
+    readonly currentEpoch: bigint,
+  ) {
+    super(
+      `sink for source ${sourceId} lost ownership: its epoch is ${ownEpoch}, the checkpoint is owned by epoch ${currentEpoch}; stopping instead of writing`,
+    );
+  }
+}
+
+/** A statement failed for a reason retrying cannot fix; values are redacted from the message. */
+export class ApplyError extends LwwError {
+  constructor(
+    message: string,
+    readonly table: string | undefined,
+    readonly serverCode: string | undefined,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+export class SinkClosedError extends LwwError {
+  constructor() {
+    super('sink is closed');
+  }
+}

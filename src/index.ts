@@ -1,0 +1,10 @@
+// Public API of mysql-lww-sink.
+export * from './errors.ts';
+export { createSink, type Sink, type Checkpoint } from './writer/sink.ts';
+export type { SinkOptions, SinkOptionsInput, Logger } from './writer/options.ts';
+export type { SinkStats, TableCounters } from './writer/stats.ts';
+export type { Op, Row, RowChange, SourceTransaction, SourceTransactionInput } from './model/change.ts';
+export type { TableMeta, ColumnMeta } from './model/table.ts';
+export { parseVersion, makeVersion, nextVersion, nodeIdOf, physicalMicrosOf, MAX_VERSION, MAX_NODE_ID } from './model/version.ts';
+export { Failpoints, FAILPOINT_NAMES, type FailpointName, parseFailpointSpec } from './failpoints/failpoints.ts';
+export type { Dialect } from './sql/dialect.ts';

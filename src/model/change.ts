@@ -1,0 +1,113 @@
+// The row-change model every source feeds the sink with, and its validation.
+import { z } from 'zod';
+import { InvalidChangeError } from '../errors.ts';
+import { parseVersion, VersionFormatError } from './version.ts';
+
+export type Op = 'insert' | 'update' | 'delete';
+
+/** Column name → value. Values: string, number, bigint, boolean, null, Buffer/Uint8Array, Date, or JSON-able objects for JSON columns. */
+export type Row = Record<string, unknown>;
+
+export interface RowChange {
+  schema: string;
+  table: string;
+  op: Op;
+  before?: Row;
+  after?: Row;
+  version: bigint;
+}
+
+export interface SourceTransaction {
+  /** Identifies the source stream; its checkpoint row on the target is keyed by it. */
+  sourceId: string;
+  /** Opaque resume position, stored as the source's checkpoint when this transaction commits. */
+  position: string;
+  changes: RowChange[];
+}
+
+/** What callers may pass: versions as bigint or decimal string. */
+export interface SourceTransactionInput {
+  sourceId: string;
+  position: string;
+  changes: Array<Omit<RowChange, 'version'> & { version: bigint | string }>;
+}
+
+const rowSchema = z.record(z.string(), z.unknown());
+
+const changeSchema = z
+  .object({
+    schema: z.string().min(1).max(64),
+    table: z.string().min(1).max(64),
+    op: z.enum(['insert', 'update', 'delete']),
+    before: rowSchema.optional(),
+    after: rowSchema.optional(),
+    version: z.unknown(),
+  })
+  .strict();
+
+const txnSchema = z
+  .object({
+    sourceId: z.string().min(1).max(255),
+    position: z.string().max(4096),
+    changes: z.array(z.unknown()),
+  })
+  .strict();
+
+function describePath(path: ReadonlyArray<PropertyKey>): string {
+  return path.map((p) => String(p)).join('.') || '(root)';
+}
+
+/**
+ * Validates the shape of a source transaction (not yet against table metadata) and normalizes versions.
+ * Throws InvalidChangeError naming the change index and field.
+ */
+export function parseSourceTransaction(input: unknown): SourceTransaction {
+  const top = txnSchema.safeParse(input);
+  if (!top.success) {
+    const issue = top.error.issues[0]!;
+    throw new InvalidChangeError(`invalid transaction: ${describePath(issue.path)}: ${issue.message}`, undefined, describePath(issue.path));
+  }
+  const changes: RowChange[] = top.data.changes.map((raw, index) => {
+    const parsed = changeSchema.safeParse(raw);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0]!;
+      const field = describePath(issue.path);
+      throw new InvalidChangeError(`change #${index}: ${field}: ${issue.message}`, index, field);
+    }
+    const c = parsed.data;
+    let version: bigint;
+    try {
+      version = parseVersion(c.version);
+    } catch (err) {
+      if (err instanceof VersionFormatError) {
+        throw new InvalidChangeError(`change #${index} (${c.schema}.${c.table}): version: ${err.message}`, index, 'version');
+      }
+      throw err;
+    }
+    checkImages(index, c.op, c.before, c.after, `${c.schema}.${c.table}`);
+    const change: RowChange = { schema: c.schema, table: c.table, op: c.op, version };
+    if (c.before) change.before = c.before;
+    if (c.after) change.after = c.after;
+    return change;
+  });
+  return { sourceId: top.data.sourceId, position: top.data.position, changes };
+}
+
+function checkImages(index: number, op: Op, before: Row | undefined, after: Row | undefined, name: string): void {
+  const fail = (field: string, msg: string) => {
+    throw new InvalidChangeError(`change #${index} (${name}, ${op}): ${field}: ${msg}`, index, field);
+  };
+  switch (op) {
+    case 'insert':
+      if (!after) fail('after', 'an insert needs an after image');
+      if (before) fail('before', 'an insert has no before image');
+      break;
+    case 'update':
+      if (!after) fail('after', 'an update needs an after image');
+      break;
+    case 'delete':
+      if (!before) fail('before', 'a delete needs a before image (at least the primary key)');
+      if (after) fail('after', 'a delete has no after image');
+      break;
+  }
+}

@@ -1,0 +1,33 @@
+// What the sink knows about a replicated table, read from information_schema.
+
+export interface ColumnMeta {
+  name: string;
+  /** information_schema DATA_TYPE, lower case: int, varchar, json, bit... */
+  dataType: string;
+  /** information_schema COLUMN_TYPE, e.g. "bigint unsigned", "bit(64)", "enum('a','b')" */
+  columnType: string;
+  nullable: boolean;
+  generated: boolean;
+  charset: string | null;
+  collation: string | null;
+}
+
+export interface TableMeta {
+  schema: string;
+  table: string;
+  /** All columns in ordinal order. */
+  columns: ColumnMeta[];
+  /** Primary-key column names in key order. */
+  primaryKey: string[];
+  /** Secondary UNIQUE keys (name → columns); clashes on these are detected and logged. */
+  uniqueKeys: Record<string, string[]>;
+  versionColumn: string;
+  /** Columns the sink writes: non-generated, in ordinal order, version column last. */
+  writableColumns: string[];
+  /** Name of the tombstone table in the metadata schema. */
+  tombstoneTable: string;
+}
+
+export function tableKey(schema: string, table: string): string {
+  return `${schema}\u0000${table}`;
+}

@@ -1,0 +1,15 @@
+// Read-only queries against information_schema and server variables. Bound: schema, table.
+
+export const COLUMNS_SQL =
+  'SELECT COLUMN_NAME AS name, DATA_TYPE AS dataType, COLUMN_TYPE AS columnType, IS_NULLABLE AS nullable,' +
+  ' EXTRA AS extra, GENERATION_EXPRESSION AS generation, CHARACTER_SET_NAME AS charset, COLLATION_NAME AS collation' +
+  ' FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION';
+
+export const UNIQUE_KEYS_SQL =
+  'SELECT INDEX_NAME AS indexName, COLUMN_NAME AS columnName FROM information_schema.STATISTICS' +
+  ' WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND NON_UNIQUE = 0 ORDER BY INDEX_NAME, SEQ_IN_INDEX';
+
+export const TABLE_EXISTS_SQL =
+  "SELECT TABLE_TYPE AS tableType FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?";
+
+export const VERSION_SQL = 'SELECT VERSION() AS version';

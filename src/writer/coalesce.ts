@@ -1,0 +1,60 @@
+// Groups a batch's key operations per table and key. LWW is commutative per key, so only the
+// highest upsert and the highest delete of each key matter; keeping both makes the resulting row
+// and tombstone independent of how changes were split into batches.
+import type { TableMeta } from '../model/table.ts';
+import { tableKey } from '../model/table.ts';
+import type { KeyOp } from './prepare.ts';
+import type { SqlValue } from './values.ts';
+
+export interface KeyPlan {
+  key: SqlValue[];
+  upsert?: { row: SqlValue[]; version: bigint; sourceId: string };
+  deleteVersion?: bigint;
+}
+
+export interface TablePlan {
+  meta: TableMeta;
+  keys: Map<string, KeyPlan>;
+  /** Upserts dropped because the same batch holds a newer (or equal, later) one for the key: LWW conflicts. */
+  superseded: number;
+}
+
+/**
+ * Coalesces operations in stream order. `version` (LWW): the highest upsert and the highest delete
+ * per key, the later one on equal versions. `arrival` (what a non-LWW sink does): the last
+ * operation per key, whatever its version.
+ */
+export function coalesce(ops: Iterable<KeyOp>, order: 'version' | 'arrival' = 'version'): TablePlan[] {
+  const tables = new Map<string, TablePlan>();
+  for (const op of ops) {
+    const tk = tableKey(op.meta.schema, op.meta.table);
+    let plan = tables.get(tk);
+    if (!plan) {
+      plan = { meta: op.meta, keys: new Map(), superseded: 0 };
+      tables.set(tk, plan);
+    }
+    let k = plan.keys.get(op.keyId);
+    if (!k) {
+      k = { key: op.key };
+      plan.keys.set(op.keyId, k);
+    }
+    if (order === 'arrival') {
+      if (op.kind === 'delete') {
+        k.upsert = undefined;
+        k.deleteVersion = op.version;
+      } else {
+        k.upsert = { row: op.row!, version: op.version, sourceId: op.sourceId };
+        k.deleteVersion = undefined;
+      }
+    } else if (op.kind === 'delete') {
+      if (k.deleteVersion === undefined || op.version >= k.deleteVersion) k.deleteVersion = op.version;
+    } else if (!k.upsert || op.version >= k.upsert.version) {
+      if (k.upsert) plan.superseded++;
+      k.upsert = { row: op.row!, version: op.version, sourceId: op.sourceId };
+    } else {
+      plan.superseded++;
+    }
+  }
+  // A fixed table order keeps lock acquisition order stable across concurrent sinks.
+  return [...tables.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, p]) => p);
+}

@@ -1,0 +1,79 @@
+// Sink options, validated with zod so a bad option is named in the error.
+import { hostname } from 'node:os';
+import { z } from 'zod';
+import { InvalidOptionsError } from '../errors.ts';
+import { Failpoints } from '../failpoints/failpoints.ts';
+
+export interface Logger {
+  debug(msg: string, fields?: Record<string, unknown>): void;
+  info(msg: string, fields?: Record<string, unknown>): void;
+  warn(msg: string, fields?: Record<string, unknown>): void;
+  error(msg: string, fields?: Record<string, unknown>): void;
+}
+
+export const silentLogger: Logger = { debug() {}, info() {}, warn() {}, error() {} };
+
+const identifier = z
+  .string()
+  .min(1)
+  .max(64)
+  .refine((s) => !s.includes('\u0000') && [...s].every((c) => c.codePointAt(0)! <= 0xffff), 'must be a valid MySQL identifier');
+
+const optionsSchema = z
+  .object({
+    target: z.union([z.string().min(1), z.record(z.string(), z.unknown())]),
+    dialect: z.enum(['auto', 'mysql', 'mariadb', 'tidb']).default('auto'),
+    versionColumn: identifier.default('_lww_ts'),
+    metaSchema: identifier.default('lww_meta'),
+    batch: z
+      .object({
+        maxRows: z.number().int().min(1).max(1_000_000).default(1024),
+        maxBytes: z.number().int().min(1024).default(8 << 20),
+        maxDelayMs: z.number().min(0).max(60_000).default(10),
+      })
+      .strict()
+      .prefault({}),
+    limits: z
+      .object({
+        maxTransactionRows: z.number().int().min(1).default(100_000),
+        maxTransactionBytes: z.number().int().min(1024).default(64 << 20),
+        maxQueueBytes: z.number().int().min(1024).default(64 << 20),
+      })
+      .strict()
+      .prefault({}),
+    timeouts: z
+      .object({
+        connectMs: z.number().int().min(100).default(10_000),
+        queryMs: z.number().int().min(100).default(60_000),
+        lockWaitSeconds: z.number().int().min(1).max(3600).default(10),
+      })
+      .strict()
+      .prefault({}),
+    retry: z
+      .object({
+        maxAttempts: z.number().int().min(1).default(30),
+        baseMs: z.number().min(0).default(50),
+        maxMs: z.number().min(0).default(5_000),
+      })
+      .strict()
+      .prefault({}),
+    failpoints: z.union([z.string(), z.record(z.string(), z.string()), z.instanceof(Failpoints)]).optional(),
+    owner: z.string().min(1).max(255).default(`${hostname()}:${process.pid}`),
+    logger: z.custom<Logger>((v) => typeof v === 'object' && v !== null && 'warn' in v && 'error' in v).optional(),
+  })
+  .strict();
+
+export type SinkOptionsInput = z.input<typeof optionsSchema>;
+export type SinkOptions = Omit<z.output<typeof optionsSchema>, 'failpoints' | 'logger'> & { failpoints: Failpoints; logger: Logger };
+
+export function parseSinkOptions(input: unknown): SinkOptions {
+  const r = optionsSchema.safeParse(input);
+  if (!r.success) {
+    const issue = r.error.issues[0]!;
+    const path = issue.path.map(String).join('.') || '(options)';
+    throw new InvalidOptionsError(`invalid sink option ${path}: ${issue.message}`);
+  }
+  const { failpoints, logger, ...rest } = r.data;
+  const fp = failpoints instanceof Failpoints ? failpoints : failpoints === undefined ? Failpoints.fromEnv() : new Failpoints(failpoints);
+  return { ...rest, failpoints: fp, logger: logger ?? silentLogger };
+}

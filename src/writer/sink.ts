@@ -1,0 +1,471 @@
+// The LWW sink: accepts source transactions in order, validates them before anything is written,
+// packs them into target transactions bounded by rows, bytes and delay, and applies each batch
+// with its checkpoint in one transaction, retrying deadlocks and lost connections. A batch that
+// cannot be applied stops the sink: the stream never moves past it.
+import type { Connection, RowDataPacket } from 'mysql2/promise';
+import type { ConnectionOptions } from 'mysql2/promise';
+import { ApplyError, InvalidChangeError, OwnershipLostError, SinkClosedError } from '../errors.ts';
+import { connect, type Target } from '../db/connection.ts';
+import { ensureMetaSchema, ensureTombstoneTable } from '../install/provision.ts';
+import { parseSourceTransaction, type RowChange, type SourceTransactionInput } from '../model/change.ts';
+import type { TableMeta } from '../model/table.ts';
+import { tableKey } from '../model/table.ts';
+import { claimCheckpointSql, readCheckpointSql } from '../sql/checkpoint.ts';
+import { type Dialect, dialectFromVersion } from '../sql/dialect.ts';
+import { VERSION_SQL } from '../sql/introspect.ts';
+import { applyBatch, type CheckpointAdvance, StatementError } from './apply.ts';
+import { coalesce } from './coalesce.ts';
+import { parseSinkOptions, type SinkOptions, type SinkOptionsInput } from './options.ts';
+import { type KeyOp, type PreparedTransaction, prepareTransaction } from './prepare.ts';
+import { backoffDelay, isConnectionLost, isRetryable, serverMessage } from './retry.ts';
+import { emptyCounters, emptyStats, mergeBatch, type SinkStats, type TableCounters } from './stats.ts';
+import { loadTableMeta, TableMetadataCache } from './table-metadata.ts';
+import type { SqlValue } from './values.ts';
+
+export interface Checkpoint {
+  sourceId: string;
+  position: string;
+  lastVersion: bigint;
+  ownerEpoch: bigint;
+  owner: string;
+}
+
+export interface Sink {
+  /** Validates and queues one source transaction; rejects it whole (nothing written) when invalid. */
+  write(txn: SourceTransactionInput): Promise<void>;
+  /** Resolves when everything written so far is committed. */
+  flush(): Promise<void>;
+  /** The last committed position of a source, or undefined when nothing was committed for it. */
+  checkpoint(sourceId: string): Promise<Checkpoint | undefined>;
+  stats(): SinkStats;
+  /** The SQL dialect in use (detected from the server unless set). */
+  dialect(): Promise<Dialect>;
+  /** Forgets cached table metadata (after DDL on the target). */
+  refreshMetadata(schema?: string, table?: string): void;
+  readonly options: SinkOptions;
+  /** Flushes and closes the connections. */
+  close(): Promise<void>;
+  /** Closes at once, dropping what is not committed (as a crash would). */
+  abort(): Promise<void>;
+}
+
+interface Queued {
+  seq: number;
+  txn: PreparedTransaction;
+}
+
+interface Waiter {
+  seq: number;
+  resolve(): void;
+  reject(err: unknown): void;
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** Values in server messages (duplicate entries, bad values) are replaced before they reach logs. */
+function redact(message: string): string {
+  return message.replace(/'(?:[^'\\]|\\.|'')*'/g, "'?'");
+}
+
+class LwwSink implements Sink {
+  readonly options: SinkOptions;
+  private admin: Promise<Connection> | null = null;
+  private applyConn: Connection | null = null;
+  private dialectP: Promise<Dialect> | null = null;
+  private readonly metadata: TableMetadataCache;
+  private readonly epochs = new Map<string, Promise<bigint>>();
+  private readonly pending: Queued[] = [];
+  private pendingRows = 0;
+  private pendingBytes = 0;
+  private writeChain: Promise<void> = Promise.resolve();
+  private seq = 0;
+  private committedSeq = 0;
+  private waiters: Waiter[] = [];
+  private drainWaiters: Array<() => void> = [];
+  private running: Promise<void> | null = null;
+  private timer: NodeJS.Timeout | null = null;
+  private flushRequested = false;
+  private failure: unknown = null;
+  private closed = false;
+  private readonly counters = emptyStats();
+
+  constructor(options: SinkOptions) {
+    this.options = options;
+    this.metadata = new TableMetadataCache(async (schema, table) => {
+      const conn = await this.adminConn();
+      const meta = await loadTableMeta(conn, schema, table, this.options.versionColumn);
+      await ensureTombstoneTable(conn, this.options.metaSchema, meta);
+      return meta;
+    });
+  }
+
+  private connect(): Promise<Connection> {
+    const { timeouts } = this.options;
+    return connect(this.options.target as Target | ConnectionOptions, {
+      connectTimeoutMs: timeouts.connectMs,
+      init: [
+        'SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ',
+        "SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION,NO_AUTO_VALUE_ON_ZERO,ERROR_FOR_DIVISION_BY_ZERO'",
+        `SET SESSION innodb_lock_wait_timeout = ${Number(timeouts.lockWaitSeconds)}`,
+        // Triggers skip the sink's own writes, so rows keep the version they carry.
+        'SET @lww_apply = 1',
+      ],
+    });
+  }
+
+  private adminConn(): Promise<Connection> {
+    if (!this.admin) {
+      const p = this.connect().then(async (conn) => {
+        await ensureMetaSchema(conn, this.options.metaSchema);
+        conn.on('error', () => {
+          if (this.admin === p) this.admin = null;
+        });
+        return conn;
+      });
+      p.catch(() => {
+        if (this.admin === p) this.admin = null;
+      });
+      this.admin = p;
+    }
+    return this.admin;
+  }
+
+  dialect(): Promise<Dialect> {
+    if (!this.dialectP) {
+      const forced = this.options.dialect;
+      this.dialectP =
+        forced !== 'auto'
+          ? Promise.resolve(forced)
+          : this.adminConn().then(async (c) => {
+              const [rows] = await c.query<RowDataPacket[]>(VERSION_SQL);
+              return dialectFromVersion(String(rows[0]!.version));
+            });
+      this.dialectP.catch(() => {
+        this.dialectP = null;
+      });
+    }
+    return this.dialectP;
+  }
+
+  refreshMetadata(schema?: string, table?: string): void {
+    this.metadata.refresh(schema, table);
+  }
+
+  stats(): SinkStats {
+    return structuredClone(this.counters);
+  }
+
+  private assertUsable(): void {
+    if (this.failure) throw this.failure;
+    if (this.closed) throw new SinkClosedError();
+  }
+
+  write(input: SourceTransactionInput): Promise<void> {
+    // Writes are validated and queued strictly in call order, even when callers do not await.
+    const run = this.writeChain.then(() => this.accept(input));
+    this.writeChain = run.catch(() => undefined);
+    return run;
+  }
+
+  private async accept(input: SourceTransactionInput): Promise<void> {
+    this.assertUsable();
+    const txn = parseSourceTransaction(input);
+    const { limits } = this.options;
+    if (txn.changes.length > limits.maxTransactionRows) {
+      throw new InvalidChangeError(
+        `transaction at ${txn.position} has ${txn.changes.length} changes, more than limits.maxTransactionRows (${limits.maxTransactionRows})`,
+      );
+    }
+    await this.dialect();
+    const metas = new Map<string, TableMeta>();
+    for (const c of txn.changes) {
+      const k = tableKey(c.schema, c.table);
+      if (!metas.has(k)) metas.set(k, await this.metadata.get(c.schema, c.table));
+    }
+    const prepared = prepareTransaction(txn, (c: RowChange) => metas.get(tableKey(c.schema, c.table))!);
+    if (prepared.bytes > limits.maxTransactionBytes) {
+      throw new InvalidChangeError(
+        `transaction at ${txn.position} is about ${prepared.bytes} bytes, more than limits.maxTransactionBytes (${limits.maxTransactionBytes})`,
+      );
+    }
+    await this.epoch(txn.sourceId);
+    this.assertUsable();
+    this.pending.push({ seq: ++this.seq, txn: prepared });
+    this.pendingRows += prepared.ops.length;
+    this.pendingBytes += prepared.bytes;
+    this.kick();
+    // Back-pressure: the caller waits while the queue holds more than its byte budget.
+    while (this.pendingBytes > limits.maxQueueBytes && !this.failure) {
+      await new Promise<void>((r) => this.drainWaiters.push(r));
+    }
+    if (this.failure) throw this.failure;
+  }
+
+  /** Claims the checkpoint row of a source once per sink: later writers of the same source win. */
+  private epoch(sourceId: string): Promise<bigint> {
+    let p = this.epochs.get(sourceId);
+    if (!p) {
+      p = (async () => {
+        const conn = await this.adminConn();
+        const meta = this.options.metaSchema;
+        await conn.query('BEGIN');
+        try {
+          await conn.execute(claimCheckpointSql(meta), [sourceId, this.options.owner, this.options.owner]);
+          const [rows] = await conn.execute<RowDataPacket[]>(readCheckpointSql(meta), [sourceId]);
+          await conn.query('COMMIT');
+          return BigInt(rows[0]!.owner_epoch as string);
+        } catch (err) {
+          await conn.query('ROLLBACK').catch(() => undefined);
+          throw err;
+        }
+      })();
+      p.catch(() => this.epochs.delete(sourceId));
+      this.epochs.set(sourceId, p);
+    }
+    return p;
+  }
+
+  private kick(): void {
+    if (this.running || this.pending.length === 0 || this.failure) return;
+    const { batch } = this.options;
+    const full = this.pendingRows >= batch.maxRows || this.pendingBytes >= batch.maxBytes;
+    if (!full && !this.flushRequested) {
+      if (!this.timer) {
+        this.timer = setTimeout(() => {
+          this.timer = null;
+          this.flushRequested = true;
+          this.kick();
+        }, batch.maxDelayMs);
+      }
+      return;
+    }
+    if (this.timer) {
+      clearTimeout(this.timer);
+      this.timer = null;
+    }
+    this.running = this.drain().finally(() => {
+      this.running = null;
+      this.kick();
+    });
+  }
+
+  private takeBatch(): Queued[] {
+    const { batch } = this.options;
+    const out: Queued[] = [];
+    let rows = 0;
+    let bytes = 0;
+    for (const q of this.pending) {
+      if (out.length > 0 && (rows + q.txn.ops.length > batch.maxRows || bytes + q.txn.bytes > batch.maxBytes)) break;
+      out.push(q);
+      rows += q.txn.ops.length;
+      bytes += q.txn.bytes;
+    }
+    return out;
+  }
+
+  private async drain(): Promise<void> {
+    while (this.pending.length > 0 && !this.failure) {
+      const { batch } = this.options;
+      const full = this.pendingRows >= batch.maxRows || this.pendingBytes >= batch.maxBytes;
+      if (!full && !this.flushRequested) return;
+      const taken = this.takeBatch();
+      try {
+        await this.applyWithRetry(taken);
+      } catch (err) {
+        this.fail(err);
+        return;
+      }
+      this.pending.splice(0, taken.length);
+      for (const q of taken) {
+        this.pendingRows -= q.txn.ops.length;
+        this.pendingBytes -= q.txn.bytes;
+      }
+      this.committedSeq = taken[taken.length - 1]!.seq;
+      if (this.pending.length === 0) this.flushRequested = false;
+      this.settleWaiters();
+    }
+  }
+
+  private settleWaiters(): void {
+    const done = this.waiters.filter((w) => w.seq <= this.committedSeq);
+    this.waiters = this.waiters.filter((w) => w.seq > this.committedSeq);
+    for (const w of done) w.resolve();
+    if (this.pendingBytes <= this.options.limits.maxQueueBytes) {
+      const d = this.drainWaiters;
+      this.drainWaiters = [];
+      for (const r of d) r();
+    }
+  }
+
+  private fail(err: unknown): void {
+    this.failure = err;
+    this.options.logger.error('sink stopped: a batch could not be applied', { error: err instanceof Error ? err.message : String(err) });
+    for (const w of this.waiters) w.reject(err);
+    this.waiters = [];
+    for (const r of this.drainWaiters) r();
+    this.drainWaiters = [];
+  }
+
+  /** Failpoints act on a copy of the batch's operations, once per batch (not per retry). */
+  private injectFaults(ops: KeyOp[], faults: Map<string, TableCounters>): KeyOp[] {
+    const fp = this.options.failpoints;
+    if (!fp.enabled) return ops;
+    const out: KeyOp[] = [];
+    for (const op of ops) {
+      const name = `${op.meta.schema}.${op.meta.table}`;
+      const counts = faults.get(name) ?? emptyCounters();
+      faults.set(name, counts);
+      if (fp.on('sinkDropMessage')) {
+        counts.dropped++;
+        continue;
+      }
+      if (op.kind === 'upsert' && fp.on('sinkMutateValue')) {
+        const idx = mutableColumnIndex(op.meta);
+        if (idx >= 0) {
+          const row = [...op.row!];
+          row[idx] = mutate(row[idx]!);
+          out.push({ ...op, row });
+          counts.mutated++;
+          continue;
+        }
+      }
+      out.push(op);
+    }
+    return out;
+  }
+
+  private async applyWithRetry(batch: Queued[]): Promise<void> {
+    const dialect = await this.dialect();
+    const faults = new Map<string, TableCounters>();
+    const ops = this.injectFaults(
+      batch.flatMap((q) => q.txn.ops),
+      faults,
+    );
+    const bypass = this.options.failpoints.on('mysqlSinkBypassLWW');
+    const plans = coalesce(ops, bypass ? 'arrival' : 'version');
+    const advances = new Map<string, CheckpointAdvance>();
+    for (const q of batch) {
+      const prev = advances.get(q.txn.sourceId);
+      const epoch = await this.epoch(q.txn.sourceId);
+      const version = prev && prev.version > q.txn.maxVersion ? prev.version : q.txn.maxVersion;
+      advances.set(q.txn.sourceId, { sourceId: q.txn.sourceId, position: q.txn.position, version, epoch });
+    }
+    const { retry, timeouts } = this.options;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        if (!this.applyConn) {
+          const conn = await this.connect();
+          conn.on('error', () => {
+            if (this.applyConn === conn) this.applyConn = null;
+          });
+          this.applyConn = conn;
+        }
+        const outcome = await applyBatch(
+          { conn: this.applyConn, dialect, metaSchema: this.options.metaSchema, bypass, queryTimeoutMs: timeouts.queryMs },
+          plans,
+          [...advances.values()],
+        );
+        mergeBatch(this.counters, outcome.tables);
+        mergeBatch(this.counters, faults);
+        this.counters.batches++;
+        this.counters.transactions += batch.length;
+        this.counters.rows += ops.length;
+        return;
+      } catch (err) {
+        if (err instanceof OwnershipLostError) throw err;
+        const cause = err instanceof StatementError ? err.cause : err;
+        if (isConnectionLost(cause) && this.applyConn) {
+          // The commit outcome is unknown: drop the connection and replay; LWW makes it harmless.
+          this.applyConn.destroy();
+          this.applyConn = null;
+        }
+        if (isRetryable(cause) && attempt < retry.maxAttempts) {
+          this.counters.retries++;
+          const delay = backoffDelay(attempt, retry);
+          this.options.logger.warn('sink batch failed, retrying', { attempt, delayMs: delay, error: serverMessage(cause).message });
+          await sleep(delay);
+          continue;
+        }
+        const table = err instanceof StatementError ? err.table : undefined;
+        const { code, message } = serverMessage(cause);
+        throw new ApplyError(
+          `applying a batch failed${table ? ` on ${table}` : ''}${isRetryable(cause) ? ` after ${attempt} attempts` : ''}: ${code ? `${code}: ` : ''}${redact(message)}`,
+          table,
+          code,
+          { cause },
+        );
+      }
+    }
+  }
+
+  async flush(): Promise<void> {
+    await this.writeChain;
+    this.assertUsable();
+    const target = this.seq;
+    if (this.committedSeq >= target) return;
+    const done = new Promise<void>((resolve, reject) => this.waiters.push({ seq: target, resolve, reject }));
+    this.flushRequested = true;
+    this.kick();
+    await done;
+  }
+
+  async checkpoint(sourceId: string): Promise<Checkpoint | undefined> {
+    const conn = await this.adminConn();
+    const [rows] = await conn.execute<RowDataPacket[]>(readCheckpointSql(this.options.metaSchema), [sourceId]);
+    const r = rows[0];
+    if (!r || r.position === '') return undefined;
+    return {
+      sourceId,
+      position: String(r.position),
+      lastVersion: BigInt(r.last_version as string),
+      ownerEpoch: BigInt(r.owner_epoch as string),
+      owner: String(r.owner),
+    };
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    try {
+      if (!this.failure) await this.flush();
+    } finally {
+      await this.abort();
+    }
+  }
+
+  async abort(): Promise<void> {
+    this.closed = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    this.pending.length = 0;
+    const err = this.failure ?? new SinkClosedError();
+    for (const w of this.waiters) w.reject(err);
+    this.waiters = [];
+    this.applyConn?.destroy();
+    this.applyConn = null;
+    const admin = this.admin;
+    this.admin = null;
+    if (admin) await admin.then((c) => c.destroy()).catch(() => undefined);
+  }
+}
+
+/** The last non-key, non-version column: what the sinkMutateValue failpoint alters. */
+function mutableColumnIndex(meta: TableMeta): number {
+  for (let i = meta.writableColumns.length - 2; i >= 0; i--) {
+    if (!meta.primaryKey.includes(meta.writableColumns[i]!)) return i;
+  }
+  return -1;
+}
+
+function mutate(v: SqlValue): SqlValue {
+  if (v === null) return null;
+  if (typeof v === 'number') return v + 1;
+  if (Buffer.isBuffer(v)) return Buffer.concat([v, Buffer.from([0x21])]);
+  if (/^-?\d+$/.test(v)) return (BigInt(v) + 1n).toString();
+  return `${v}!`;
+}
+
+/** Creates a sink; options are validated now, the connection is opened on first use. */
+export function createSink(options: SinkOptionsInput): Sink {
+  return new LwwSink(parseSinkOptions(options));
+}
+

@@ -1,0 +1,94 @@
+// Reads and caches what the sink needs to know about a table from information_schema.
+import type { Connection, RowDataPacket } from 'mysql2/promise';
+import { UnknownTableError, UnsupportedTableError } from '../errors.ts';
+import { tombstoneTableName } from '../model/names.ts';
+import type { ColumnMeta, TableMeta } from '../model/table.ts';
+import { tableKey } from '../model/table.ts';
+import { COLUMNS_SQL, TABLE_EXISTS_SQL, UNIQUE_KEYS_SQL } from '../sql/introspect.ts';
+
+interface ColumnRow extends RowDataPacket {
+  name: string;
+  dataType: string;
+  columnType: string;
+  nullable: string;
+  extra: string;
+  generation: string | null;
+  charset: string | null;
+  collation: string | null;
+}
+
+/** Loads one table's metadata; refuses tables without a primary key or version column. */
+export async function loadTableMeta(conn: Connection, schema: string, table: string, versionColumn: string): Promise<TableMeta> {
+  const [exists] = await conn.query<RowDataPacket[]>(TABLE_EXISTS_SQL, [schema, table]);
+  if (exists.length === 0) throw new UnknownTableError(schema, table);
+  if (exists[0]!.tableType !== 'BASE TABLE') throw new UnsupportedTableError(schema, table, `it is a ${exists[0]!.tableType}, not a base table`);
+  const [cols] = await conn.query<ColumnRow[]>(COLUMNS_SQL, [schema, table]);
+  const columns: ColumnMeta[] = cols.map((c) => ({
+    name: c.name,
+    dataType: String(c.dataType).toLowerCase(),
+    columnType: String(c.columnType),
+    nullable: c.nullable === 'YES',
+    generated: /GENERATED/i.test(c.extra ?? '') || (c.generation !== null && c.generation !== ''),
+    charset: c.charset,
+    collation: c.collation,
+  }));
+  const [idx] = await conn.query<RowDataPacket[]>(UNIQUE_KEYS_SQL, [schema, table]);
+  const uniqueKeys: Record<string, string[]> = {};
+  let primaryKey: string[] = [];
+  for (const r of idx) {
+    const name = String(r.indexName);
+    if (name === 'PRIMARY') primaryKey.push(String(r.columnName));
+    else (uniqueKeys[name] ??= []).push(String(r.columnName));
+  }
+  if (primaryKey.length === 0) throw new UnsupportedTableError(schema, table, 'it has no primary key (LWW needs one to identify rows)');
+  const version = columns.find((c) => c.name === versionColumn);
+  if (!version) {
+    throw new UnsupportedTableError(schema, table, `it has no version column ${versionColumn} (run install, or add it as BIGINT UNSIGNED NOT NULL)`);
+  }
+  if (!/^bigint\b.*unsigned/i.test(version.columnType)) {
+    throw new UnsupportedTableError(schema, table, `version column ${versionColumn} is ${version.columnType}, must be BIGINT UNSIGNED`);
+  }
+  primaryKey = primaryKey.filter(Boolean);
+  const writableColumns = [
+    ...columns.filter((c) => !c.generated && c.name !== versionColumn).map((c) => c.name),
+    versionColumn,
+  ];
+  return {
+    schema,
+    table,
+    columns,
+    primaryKey,
+    uniqueKeys,
+    versionColumn,
+    writableColumns,
+    tombstoneTable: tombstoneTableName(schema, table),
+  };
+}
+
+/** Table metadata by name, loaded once and refreshed on demand (after DDL). */
+export class TableMetadataCache {
+  private readonly tables = new Map<string, Promise<TableMeta>>();
+
+  constructor(
+    private readonly load: (schema: string, table: string) => Promise<TableMeta>,
+  ) {}
+
+  get(schema: string, table: string): Promise<TableMeta> {
+    const key = tableKey(schema, table);
+    let entry = this.tables.get(key);
+    if (!entry) {
+      entry = this.load(schema, table);
+      this.tables.set(key, entry);
+      // A failed load is not cached: the table may be created or fixed later.
+      entry.catch(() => this.tables.delete(key));
+    }
+    return entry;
+  }
+
+  refresh(schema?: string, table?: string): void {
+    if (schema === undefined) this.tables.clear();
+    else if (table === undefined) {
+      for (const key of this.tables.keys()) if (key.startsWith(`${schema}\u0000`)) this.tables.delete(key);
+    } else this.tables.delete(tableKey(schema, table));
+  }
+}
