@@ -111,8 +111,8 @@ export function prepareTransaction(txn: SourceTransaction, metaOf: (change: RowC
       bytes += key.reduce<number>((n, v) => n + approxBytes(v), 16);
       return;
     }
-    const row = fullRow(meta, index, change, change.after!);
     const key = keyOf(meta, index, change, 'after', change.after!);
+    const row = fullRow(meta, index, change, change.after!);
     const keyId = keyIdOf(key);
     if (change.op === 'update' && change.before) {
       const oldKey = keyOf(meta, index, change, 'before', change.before);

@@ -54,7 +54,8 @@ export function addCounters(into: TableCounters, from: Partial<TableCounters>): 
 /** Merges a committed batch's per-table counts into the running stats. */
 export function mergeBatch(stats: SinkStats, batch: Map<string, TableCounters>): void {
   for (const [table, counters] of batch) {
-    addCounters((stats.tables[table] ??= emptyCounters()), counters);
+    stats.tables[table] ??= emptyCounters();
+    addCounters(stats.tables[table], counters);
     addCounters(stats.totals, counters);
   }
 }

@@ -38,7 +38,10 @@ export async function loadTableMeta(conn: Connection, schema: string, table: str
   for (const r of idx) {
     const name = String(r.indexName);
     if (name === 'PRIMARY') primaryKey.push(String(r.columnName));
-    else (uniqueKeys[name] ??= []).push(String(r.columnName));
+    else {
+      uniqueKeys[name] ??= [];
+      uniqueKeys[name].push(String(r.columnName));
+    }
   }
   if (primaryKey.length === 0) throw new UnsupportedTableError(schema, table, 'it has no primary key (LWW needs one to identify rows)');
   const version = columns.find((c) => c.name === versionColumn);

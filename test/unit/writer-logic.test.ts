@@ -1,0 +1,151 @@
+import { describe, expect, it } from 'vitest';
+import { InvalidChangeError } from '../../src/errors.ts';
+import { Failpoints, parseFailpointSpec, parseTerms } from '../../src/failpoints/failpoints.ts';
+import { parseSourceTransaction } from '../../src/model/change.ts';
+import { tombstoneTableName } from '../../src/model/names.ts';
+import type { TableMeta } from '../../src/model/table.ts';
+import { MAX_VERSION, makeVersion, nextVersion, nodeIdOf, parseVersion } from '../../src/model/version.ts';
+import { coalesce } from '../../src/writer/coalesce.ts';
+import { prepareTransaction } from '../../src/writer/prepare.ts';
+import { upsertOutcome } from '../../src/writer/stats.ts';
+import { toSqlValue } from '../../src/writer/values.ts';
+
+const meta: TableMeta = {
+  schema: 'db',
+  table: 't',
+  columns: [
+    { name: 'id', dataType: 'int', columnType: 'int', nullable: false, generated: false, charset: null, collation: null },
+    { name: 'v', dataType: 'varchar', columnType: 'varchar(10)', nullable: true, generated: false, charset: 'utf8mb4', collation: 'utf8mb4_bin' },
+    { name: 'g', dataType: 'int', columnType: 'int', nullable: true, generated: true, charset: null, collation: null },
+    { name: '_lww_ts', dataType: 'bigint', columnType: 'bigint unsigned', nullable: false, generated: false, charset: null, collation: null },
+  ],
+  primaryKey: ['id'],
+  uniqueKeys: {},
+  versionColumn: '_lww_ts',
+  writableColumns: ['id', 'v', '_lww_ts'],
+  tombstoneTable: 'tomb__db__t',
+};
+
+function txn(changes: unknown[], position = 'p') {
+  return parseSourceTransaction({ sourceId: 's', position, changes });
+}
+
+describe('versions', () => {
+  it('parses uint64 exactly from bigint and decimal strings and refuses the rest', () => {
+    expect(parseVersion('18446744073709551615')).toBe(MAX_VERSION);
+    expect(parseVersion(12n)).toBe(12n);
+    expect(() => parseVersion('18446744073709551616')).toThrow(/64-bit/);
+    expect(() => parseVersion(-1n)).toThrow(/64-bit/);
+    expect(() => parseVersion(2 ** 60)).toThrow(/exact/);
+    expect(() => parseVersion('1e5')).toThrow();
+  });
+  it('a local write always beats the version it has seen, even with a clock behind', () => {
+    const prev = makeVersion(5_000_000n, 7);
+    const next = nextVersion(prev, 1_000_000n, 3);
+    expect(next > prev).toBe(true);
+    expect(nodeIdOf(next)).toBe(3);
+    expect(nextVersion(undefined, 42n, 1)).toBe(makeVersion(42n, 1));
+  });
+});
+
+describe('change validation', () => {
+  it('names the change and field of a bad op/image combination', () => {
+    expect(() => txn([{ schema: 'db', table: 't', op: 'delete', after: { id: 1 }, version: '1' }])).toThrow(/change #0 .*delete.*before/);
+    expect(() => txn([{ schema: 'db', table: 't', op: 'insert', before: { id: 1 }, after: { id: 1 }, version: '1' }])).toThrow(/insert has no before/);
+    expect(() => txn([{ schema: 'db', table: 't', op: 'upsert', after: { id: 1 }, version: '1' }])).toThrow(/change #0: op/);
+    expect(() => txn([{ schema: 'db', table: 't', op: 'insert', after: { id: 1 }, version: 1.5 }])).toThrow(InvalidChangeError);
+  });
+  it('refuses unknown columns, missing key values and incomplete images against table metadata', () => {
+    const prep = (changes: unknown[]) => prepareTransaction(txn(changes), () => meta);
+    expect(() => prep([{ schema: 'db', table: 't', op: 'insert', after: { id: 1, v: 'a', zz: 1 }, version: '1' }])).toThrow(/column zz does not exist/);
+    expect(() => prep([{ schema: 'db', table: 't', op: 'insert', after: { v: 'a' }, version: '1' }])).toThrow(/lacks primary-key column id/);
+    expect(() => prep([{ schema: 'db', table: 't', op: 'insert', after: { id: 1 }, version: '1' }])).toThrow(/lacks column v/);
+    expect(() => prep([{ schema: 'db', table: 't', op: 'insert', after: { id: 'x', v: 'a' }, version: '1' }])).toThrow(/after.id.*integer/);
+  });
+  it('a primary-key change becomes delete of the old key and upsert of the new one with the same version', () => {
+    const p = prepareTransaction(txn([{ schema: 'db', table: 't', op: 'update', before: { id: 1, v: 'a' }, after: { id: 2, v: 'a', g: 9 }, version: '5' }]), () => meta);
+    expect(p.ops.map((o) => [o.kind, o.key, o.version])).toEqual([
+      ['delete', ['1'], 5n],
+      ['upsert', ['2'], 5n],
+    ]);
+    expect(p.ops[1]!.row).toEqual(['2', 'a', '5']);
+  });
+});
+
+describe('coalescing', () => {
+  const ops = (changes: unknown[]) => prepareTransaction(txn(changes), () => meta).ops;
+  it('keeps the highest upsert and the highest delete per key, whatever the order', () => {
+    const changes = [
+      { schema: 'db', table: 't', op: 'insert', after: { id: 1, v: 'a' }, version: '10' },
+      { schema: 'db', table: 't', op: 'update', after: { id: 1, v: 'c' }, version: '30' },
+      { schema: 'db', table: 't', op: 'delete', before: { id: 1 }, version: '20' },
+      { schema: 'db', table: 't', op: 'update', after: { id: 1, v: 'b' }, version: '25' },
+    ];
+    for (const order of [changes, [...changes].reverse()]) {
+      const [plan] = coalesce(ops(order));
+      const k = plan!.keys.get('s1')!;
+      expect(k.upsert!.version).toBe(30n);
+      expect(k.upsert!.row[1]).toBe('c');
+      expect(k.deleteVersion).toBe(20n);
+      expect(plan!.superseded).toBe(2);
+    }
+  });
+  it('in arrival order (the bypass) the last operation wins whatever its version', () => {
+    const [plan] = coalesce(
+      ops([
+        { schema: 'db', table: 't', op: 'insert', after: { id: 1, v: 'new' }, version: '30' },
+        { schema: 'db', table: 't', op: 'update', after: { id: 1, v: 'old' }, version: '10' },
+      ]),
+      'arrival',
+    );
+    expect(plan!.keys.get('s1')!.upsert!.row[1]).toBe('old');
+  });
+});
+
+describe('failpoints', () => {
+  it('parses pingcap/failpoint terms', () => {
+    expect(parseTerms('x', 'return(true)')).toEqual([{ probability: 1, count: Infinity, action: 'return', value: true }]);
+    expect(parseTerms('x', '50%3*return(7)')).toEqual([{ probability: 0.5, count: 3, action: 'return', value: 7 }]);
+    expect(parseTerms('x', '2*return("a")->off')[1]!.action).toBe('off');
+    expect(() => parseTerms('x', 'explode')).toThrow(/cannot parse/);
+    expect(() => parseFailpointSpec('nope=return(true)')).toThrow(/unknown failpoint "nope"/);
+  });
+  it('counts, probabilities and the off state behave as specified', () => {
+    const fp = new Failpoints('sinkDropMessage=2*return(true);sinkMutateValue=50%return(true)', () => 0.7);
+    expect([fp.on('sinkDropMessage'), fp.on('sinkDropMessage'), fp.on('sinkDropMessage')]).toEqual([true, true, false]);
+    expect(fp.on('sinkMutateValue')).toBe(false); // 0.7 >= 0.5
+    expect(fp.on('mysqlSinkBypassLWW')).toBe(false);
+    const none = new Failpoints('');
+    expect(none.enabled).toBe(false);
+    expect(Failpoints.fromEnv({ LWW_FAILPOINTS: 'mysqlSinkBypassLWW=return(true)' }).on('mysqlSinkBypassLWW')).toBe(true);
+  });
+});
+
+describe('upsert outcome from the server info string', () => {
+  it('derives inserted, updated and skipped-as-stale', () => {
+    expect(upsertOutcome(3, 3, 'Records: 3  Duplicates: 1  Warnings: 0')).toEqual({ inserted: 1, updated: 1, skipped: 1 });
+    expect(upsertOutcome(3, 0, 'Records: 3  Duplicates: 0  Warnings: 0')).toEqual({ inserted: 0, updated: 0, skipped: 3 });
+    expect(upsertOutcome(1, 2, '')).toEqual({ inserted: 0, updated: 1, skipped: 0 });
+    expect(upsertOutcome(1, 0, '')).toEqual({ inserted: 0, updated: 0, skipped: 1 });
+  });
+});
+
+describe('values and names', () => {
+  const col = (dataType: string, columnType = dataType, nullable = true) => ({ name: 'c', dataType, columnType, nullable, generated: false, charset: null, collation: null });
+  it('converts values exactly per column type', () => {
+    expect(toSqlValue(col('bigint', 'bigint unsigned'), 18446744073709551615n)).toBe('18446744073709551615');
+    expect(toSqlValue(col('bit', 'bit(64)'), 2n ** 64n - 1n)).toEqual(Buffer.alloc(8, 0xff));
+    expect(toSqlValue(col('json'), { b: 1, a: [1] })).toBe('{"b":1,"a":[1]}');
+    expect(toSqlValue(col('datetime'), new Date(Date.UTC(2024, 0, 2, 3, 4, 5, 6)))).toBe('2024-01-02 03:04:05.006');
+    expect(toSqlValue(col('set'), ['a', 'b'])).toBe('a,b');
+    expect(() => toSqlValue(col('int', 'int', false), null)).toThrow(/NOT NULL/);
+    expect(() => toSqlValue(col('decimal'), 'abc')).toThrow(/DECIMAL/);
+  });
+  it('tombstone names are readable when they fit and hashed when they do not', () => {
+    expect(tombstoneTableName('shop', 'orders')).toBe('tomb__shop__orders');
+    const long = tombstoneTableName('s'.repeat(40), 't'.repeat(40));
+    expect(long.length).toBeLessThanOrEqual(64);
+    expect(tombstoneTableName('a__b', 'c')).not.toBe(tombstoneTableName('a', 'b__c'));
+    expect(tombstoneTableName('db', 'emoji😀')).toMatch(/^tomb_db_emoji_[0-9a-f]{12}$/);
+  });
+});
