@@ -93,3 +93,59 @@ export class SinkClosedError extends LwwError {
     super('sink is closed');
   }
 }
+
+/** A binlog position that is malformed or no longer (or not yet) on the source server. */
+export class BinlogPositionError extends LwwError {
+  constructor(
+    readonly position: string,
+    reason: string,
+  ) {
+    super(`binlog position ${JSON.stringify(position)}: ${reason}`);
+  }
+}
+
+/** The source server has settings that would lose changes; `problems` says what to change, one per setting. */
+export class UnsafeSourceError extends LwwError {
+  constructor(
+    readonly source: string,
+    readonly problems: UnsafeSourceSettingError[],
+  ) {
+    super(`capture refuses to read ${source}: ${problems.map((p) => p.message).join('; ')}`);
+  }
+}
+
+/** A captured DELETE without the tombstone its trigger writes in the same transaction: the lww triggers are missing. */
+export class MissingTombstoneError extends LwwError {
+  constructor(
+    readonly schema: string,
+    readonly table: string,
+    readonly tombstoneTable: string,
+    readonly position: string,
+  ) {
+    super(
+      `a DELETE on ${schema}.${table} (transaction ending at ${position}) wrote no tombstone into ${tombstoneTable}: ` +
+        `its version is unknown. Are the lww triggers installed on ${schema}.${table}? Run install for this table.`,
+    );
+  }
+}
+
+/** The binlog holds something capture cannot turn into changes without loss; it stops instead of skipping it. */
+export class CaptureError extends LwwError {
+  constructor(
+    message: string,
+    readonly position?: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** This server already stamps its writes with another node id; changing it needs an uninstall first. */
+export class NodeIdConflictError extends LwwError {
+  constructor(
+    readonly recordedNodeId: number,
+    readonly requestedNodeId: number,
+  ) {
+    super(`node id ${recordedNodeId} is already recorded on this server; uninstall first (install was asked for node id ${requestedNodeId})`);
+  }
+}

@@ -2,19 +2,15 @@
 import { LwwError } from '../errors.ts';
 import type { Engine } from './types.ts';
 
-/** A server process exited or never answered; carries the tail of its log. */
+/** A server process exited or never answered; carries the tail of its log (its folder is removed). */
 export class ServerStartError extends LwwError {
   constructor(
     readonly engine: Engine,
     readonly port: number,
     reason: string,
-    readonly logPath: string,
     readonly logTail: string,
   ) {
-    super(
-      `${engine} server on 127.0.0.1:${port} did not start: ${reason}\n` +
-        `last lines of ${logPath}:\n${logTail || '(log is empty)'}`,
-    );
+    super(`${engine} server on 127.0.0.1:${port} did not start: ${reason}\nlast lines of its log:\n${logTail || '(log is empty)'}`);
   }
 }
 

@@ -17,7 +17,7 @@ export function instancesRoot(): string {
 }
 
 /** Field 22 of /proc/<pid>/stat: tells a live owner from a later process that reused its pid. */
-function processStartTime(pid: number): string | undefined {
+export function processStartTime(pid: number): string | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];

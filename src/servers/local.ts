@@ -8,13 +8,20 @@ import { closeSync, openSync, rmSync } from 'node:fs';
 import { cp, mkdir, rm, writeFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { claimPort, findFreePort, isPortFree, releasePort, releaseServerId, uniqueServerId } from './allocation.ts';
-import { PortInUseError, ServerStartError } from './errors.ts';
+import { PortInUseError, ServerStartError, UnsupportedServerOperationError } from './errors.ts';
 import { type InstancePaths, instancePaths, localServerArgs } from './flags.ts';
 import { type EngineBinaries, ensureBinaries, ensureTemplate, tailOfLogs } from './local-binaries.ts';
 import { createInstanceDir, reapStaleInstances, serverPidFile } from './local-instances.ts';
 import { startInParallel } from './parallel.ts';
 import { identify } from './probe.ts';
-import type { Engine, RunningServer, ServerEndpoint, StartOptions } from './types.ts';
+import {
+  type Engine,
+  type HaltOptions,
+  type RunningServer,
+  type ServerEndpoint,
+  type StartOptions,
+  endpointOf,
+} from './types.ts';
 
 const HOST = '127.0.0.1';
 const DEFAULT_START_TIMEOUT_MS = 60_000;
@@ -112,16 +119,18 @@ export class LocalServer implements RunningServer {
   }
 
   async start(): Promise<void> {
-    if (this.destroying) throw new Error(`${this.engine} server ${this.url} was destroyed and cannot start again`);
+    if (this.destroying) {
+      throw new UnsupportedServerOperationError(`${this.engine} server ${this.url} was destroyed and cannot start again`);
+    }
     if (this.running) return;
     if (!(await isPortFree(this.port))) throw new PortInUseError(this.port);
     await this.launch();
   }
 
-  async halt(): Promise<void> {
+  async halt(options: HaltOptions = {}): Promise<void> {
     const child = this.child;
     if (!child || !this.running) return;
-    child.kill('SIGTERM');
+    child.kill(options.abrupt ? 'SIGKILL' : 'SIGTERM');
     if (!(await settlesWithin(this.exited, HALT_TIMEOUT_MS))) {
       child.kill('SIGKILL');
       await this.exited;
@@ -219,13 +228,8 @@ export class LocalServer implements RunningServer {
 
   private async startError(reason: string): Promise<ServerStartError> {
     const tail = await tailOfLogs([this.paths.consoleLog, this.paths.errorLog]);
-    return new ServerStartError(this.engine, this.port, reason, this.paths.errorLog, tail);
+    return new ServerStartError(this.engine, this.port, reason, tail);
   }
-}
-
-export function endpointOf(server: ServerEndpoint): ServerEndpoint {
-  const { engine, host, port, user, password, url, serverId } = server;
-  return { engine, host, port, user, password, url, serverId };
 }
 
 /** Starts `count` local servers in parallel, after reaping instances left by dead processes. */
@@ -263,7 +267,8 @@ function installExitCleanup(): void {
   });
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
     const onSignal = (): void => {
-      // Another listener (e.g. `lww-sink servers up`) owns this signal and destroys its servers.
+      // Another listener (e.g. `lww-sink servers up`) owns this signal and destroys its servers;
+      // such a listener must stay registered until it has done so.
       if (process.listenerCount(signal) > 1) return;
       for (const server of [...live]) server.destroySync();
       process.removeListener(signal, onSignal);

@@ -30,7 +30,8 @@ export async function detectEngine(conn: Queryable): Promise<Engine> {
 
 /** Connects once (short timeouts) and reads the server's identity. */
 export async function identify(target: ProbeTarget, connectTimeoutMs = 2000): Promise<ServerIdentity> {
-  const conn = await mysql.createConnection({ ...target, connectTimeout: connectTimeoutMs });
+  const { host, port, user, password } = target;
+  const conn = await mysql.createConnection({ host, port, user, password, connectTimeout: connectTimeoutMs });
   try {
     const [rows] = await conn.query<mysql.RowDataPacket[]>({
       sql: 'SELECT VERSION() AS version, @@server_id AS serverId',

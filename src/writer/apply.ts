@@ -196,7 +196,8 @@ async function applyTableLww(ctx: ApplyContext, plan: TablePlan, counts: TableCo
   const { meta } = plan;
   const name = `${meta.schema}.${meta.table}`;
   const keys = [...plan.keys.values()];
-  counts.skippedStale += plan.superseded;
+  counts.skippedStale += plan.staleInBatch;
+  counts.coalesced += plan.coalesced;
   const tombs = await readTombstones(ctx, meta, keys);
   const deletes = keys.filter((k) => k.deleteVersion !== undefined);
   if (deletes.length > 0) {

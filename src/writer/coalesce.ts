@@ -15,8 +15,10 @@ export interface KeyPlan {
 export interface TablePlan {
   meta: TableMeta;
   keys: Map<string, KeyPlan>;
-  /** Upserts dropped because the same batch holds a newer (or equal, later) one for the key: LWW conflicts. */
-  superseded: number;
+  /** Upserts that arrived after a newer one of the same key in this batch: LWW conflicts (stale). */
+  staleInBatch: number;
+  /** Upserts replaced by a later, newer one of the same key in this batch (ordinary successive writes). */
+  coalesced: number;
 }
 
 /**
@@ -30,7 +32,7 @@ export function coalesce(ops: Iterable<KeyOp>, order: 'version' | 'arrival' = 'v
     const tk = tableKey(op.meta.schema, op.meta.table);
     let plan = tables.get(tk);
     if (!plan) {
-      plan = { meta: op.meta, keys: new Map(), superseded: 0 };
+      plan = { meta: op.meta, keys: new Map(), staleInBatch: 0, coalesced: 0 };
       tables.set(tk, plan);
     }
     let k = plan.keys.get(op.keyId);
@@ -49,10 +51,10 @@ export function coalesce(ops: Iterable<KeyOp>, order: 'version' | 'arrival' = 'v
     } else if (op.kind === 'delete') {
       if (k.deleteVersion === undefined || op.version >= k.deleteVersion) k.deleteVersion = op.version;
     } else if (!k.upsert || op.version >= k.upsert.version) {
-      if (k.upsert) plan.superseded++;
+      if (k.upsert) plan.coalesced++;
       k.upsert = { row: op.row!, version: op.version, sourceId: op.sourceId };
     } else {
-      plan.superseded++;
+      plan.staleInBatch++;
     }
   }
   // A fixed table order keeps lock acquisition order stable across concurrent sinks.

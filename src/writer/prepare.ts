@@ -3,7 +3,7 @@
 // before anything is written. An update that changes the primary key becomes delete + upsert.
 import { InvalidChangeError, UnknownColumnError } from '../errors.ts';
 import type { Row, RowChange, SourceTransaction } from '../model/change.ts';
-import type { TableMeta } from '../model/table.ts';
+import type { ColumnMeta, TableMeta } from '../model/table.ts';
 import { keyPart, type SqlValue, toSqlValue, ValueError } from './values.ts';
 
 export interface KeyOp {
@@ -37,8 +37,19 @@ function approxBytes(v: SqlValue): number {
   return v.length;
 }
 
+/** Column lookups per table, built once per metadata object (hot path: every value of every change). */
+const columnsByName = new WeakMap<TableMeta, Map<string, ColumnMeta>>();
+function columnMap(meta: TableMeta): Map<string, ColumnMeta> {
+  let m = columnsByName.get(meta);
+  if (!m) {
+    m = new Map(meta.columns.map((c) => [c.name, c]));
+    columnsByName.set(meta, m);
+  }
+  return m;
+}
+
 function convert(meta: TableMeta, index: number, change: RowChange, image: 'before' | 'after', column: string, value: unknown): SqlValue {
-  const col = meta.columns.find((c) => c.name === column)!;
+  const col = columnMap(meta).get(column)!;
   try {
     return toSqlValue(col, value);
   } catch (err) {
@@ -53,13 +64,11 @@ function convert(meta: TableMeta, index: number, change: RowChange, image: 'befo
   }
 }
 
-function checkColumns(meta: TableMeta, index: number, change: RowChange, image: 'before' | 'after', row: Row): void {
-  for (const name of Object.keys(row)) {
-    if (!meta.columns.some((c) => c.name === name)) {
-      throw new UnknownColumnError(meta.schema, meta.table, name, `change #${index}, ${image} image`);
-    }
+function checkColumns(meta: TableMeta, index: number, image: 'before' | 'after', row: Row): void {
+  const columns = columnMap(meta);
+  for (const name in row) {
+    if (!columns.has(name)) throw new UnknownColumnError(meta.schema, meta.table, name, `change #${index}, ${image} image`);
   }
-  void change;
 }
 
 function keyOf(meta: TableMeta, index: number, change: RowChange, image: 'before' | 'after', row: Row): SqlValue[] {
@@ -102,8 +111,8 @@ export function prepareTransaction(txn: SourceTransaction, metaOf: (change: RowC
   txn.changes.forEach((change, index) => {
     const meta = metaOf(change);
     if (change.version > maxVersion) maxVersion = change.version;
-    if (change.before) checkColumns(meta, index, change, 'before', change.before);
-    if (change.after) checkColumns(meta, index, change, 'after', change.after);
+    if (change.before) checkColumns(meta, index, 'before', change.before);
+    if (change.after) checkColumns(meta, index, 'after', change.after);
     const base = { meta, version: change.version, sourceId: txn.sourceId };
     if (change.op === 'delete') {
       const key = keyOf(meta, index, change, 'before', change.before!);

@@ -12,6 +12,8 @@ export interface TableCounters {
   skippedByTombstone: number;
   /** Upserts that clashed on a secondary UNIQUE key with another row; written to the conflict log. */
   uniqueClashes: number;
+  /** Upserts replaced by a later, newer change of the same key within one batch (not conflicts). */
+  coalesced: number;
   /** Bypass mode: rows written by REPLACE INTO. */
   replaced: number;
   /** Failpoints: changes dropped or mutated before writing. */
@@ -33,6 +35,7 @@ export function emptyCounters(): TableCounters {
     inserted: 0,
     updated: 0,
     skippedStale: 0,
+    coalesced: 0,
     deleted: 0,
     tombstoned: 0,
     skippedByTombstone: 0,

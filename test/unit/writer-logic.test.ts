@@ -87,8 +87,17 @@ describe('coalescing', () => {
       expect(k.upsert!.version).toBe(30n);
       expect(k.upsert!.row[1]).toBe('c');
       expect(k.deleteVersion).toBe(20n);
-      expect(plan!.superseded).toBe(2);
+      // Forward order: 10 then 30 replace each other (coalesced), 25 arrives after 30 (stale).
+      expect(plan!.staleInBatch + plan!.coalesced).toBe(2);
     }
+  });
+  it('an older change arriving after a newer one in the same batch is stale; one arriving before is coalesced', () => {
+    const older = { schema: 'db', table: 't', op: 'update', after: { id: 1, v: 'old' }, version: '10' };
+    const newer = { schema: 'db', table: 't', op: 'update', after: { id: 1, v: 'new' }, version: '20' };
+    const [inOrder] = coalesce(ops([older, newer]));
+    expect([inOrder!.staleInBatch, inOrder!.coalesced]).toEqual([0, 1]);
+    const [late] = coalesce(ops([newer, older]));
+    expect([late!.staleInBatch, late!.coalesced]).toEqual([1, 0]);
   });
   it('in arrival order (the bypass) the last operation wins whatever its version', () => {
     const [plan] = coalesce(

@@ -1,0 +1,292 @@
+// Concurrent writers for the harness: sysbench-like oltp_update_non_index and oltp_write_only, and
+// a hot-key workload where both sides fight over few keys. Every writer records what each
+// acknowledged (committed) write stored — key, version, values or delete — so the harness knows the
+// expected final state: per key, the write with the highest version.
+import type { Connection, ResultSetHeader, RowDataPacket } from 'mysql2/promise';
+import { connect } from '../db/connection.ts';
+import { tombstoneTableName } from '../model/names.ts';
+import { createDatabaseSql, createSbtestSql, insertSbtestRowsSql, RESET_TIMESTAMP_SQL, SET_TIMESTAMP_SQL, sbtest } from '../sql/workload.ts';
+import { isConnectionLost, isRetryable } from '../writer/retry.ts';
+import { type Random, randomInt, seededRandom } from './random.ts';
+
+export type WorkloadKind = 'oltp_update_non_index' | 'oltp_write_only' | 'hot_keys';
+
+export interface WorkloadOptions {
+  kind: WorkloadKind;
+  schema: string;
+  tables: number;
+  rowsPerTable: number;
+  /** Writer connections per node. */
+  threads: number;
+  /** Stop after this long (ms) ... */
+  durationMs?: number;
+  /** ... or after this many transactions per thread, whichever comes first. */
+  transactionsPerThread?: number;
+  seed: number;
+  /** Hot-key workload: how many keys per table the writers fight over. */
+  hotKeys?: number;
+  /** Key skew for the sysbench workloads: 1 = uniform, larger = more weight on low ids. */
+  keySkew?: number;
+  versionColumn?: string;
+  metaSchema?: string;
+}
+
+export interface RowValues {
+  k: number;
+  c: string;
+  pad: string;
+}
+
+export interface AckedWrite {
+  node: string;
+  table: string;
+  id: number;
+  version: bigint;
+  /** null: the write deleted the key. */
+  row: RowValues | null;
+}
+
+export interface WriterStats {
+  node: string;
+  transactions: number;
+  statements: number;
+  retries: number;
+  reconnects: number;
+  /** Commits whose outcome was unknown and could not be confirmed (not counted as acknowledged). */
+  unconfirmed: number;
+  acked: AckedWrite[];
+}
+
+/** Writer clock skew per node, settable while writers run (the clock-skew fault). */
+export class ClockSkew {
+  private readonly skewMs = new Map<string, number>();
+  set(node: string, ms: number): void {
+    this.skewMs.set(node, ms);
+  }
+  get(node: string): number {
+    return this.skewMs.get(node) ?? 0;
+  }
+}
+
+const tableName = (i: number) => `sbtest${i + 1}`;
+
+function randomText(random: Random, length: number): string {
+  let s = '';
+  while (s.length < length) s += Math.floor(random() * 1e12).toString(36);
+  return s.slice(0, length);
+}
+
+function initialRow(seed: number, table: number, id: number): RowValues {
+  const r = seededRandom(seed * 1_000_003 + table * 10_007 + id);
+  return { k: randomInt(r, 1, 1_000_000), c: randomText(r, 119), pad: randomText(r, 59) };
+}
+
+/** The version every node gives prepared rows, so all nodes start identical. */
+export const INITIAL_VERSION = 1n << 10n;
+
+/** Creates the sbtest tables on one node and loads identical rows (with the sink's flag, so no trigger stamps them). */
+export async function prepareWorkloadTables(url: string, opts: WorkloadOptions): Promise<void> {
+  const versionColumn = opts.versionColumn ?? '_lww_ts';
+  const conn = await connect(url, { init: ['SET @lww_apply = 1'] });
+  try {
+    await conn.query(createDatabaseSql(opts.schema));
+    for (let t = 0; t < opts.tables; t++) {
+      await conn.query(createSbtestSql(opts.schema, tableName(t), versionColumn));
+      for (let start = 1; start <= opts.rowsPerTable; start += 500) {
+        const ids = Array.from({ length: Math.min(500, opts.rowsPerTable - start + 1) }, (_, i) => start + i);
+        const values = ids.flatMap((id) => {
+          const r = initialRow(opts.seed, t, id);
+          return [id, r.k, r.c, r.pad, INITIAL_VERSION.toString()];
+        });
+        await conn.query(insertSbtestRowsSql(opts.schema, tableName(t), versionColumn, ids.length), values);
+      }
+    }
+  } finally {
+    await conn.end();
+  }
+}
+
+export function workloadTables(opts: Pick<WorkloadOptions, 'schema' | 'tables'>): string[] {
+  return Array.from({ length: opts.tables }, (_, t) => `${opts.schema}.${tableName(t)}`);
+}
+
+interface Touch {
+  table: string;
+  id: number;
+}
+
+/** One transaction's statements, chosen by the workload kind. Returns the keys it changed. */
+async function runTransaction(conn: Connection, random: Random, opts: WorkloadOptions): Promise<{ touched: Touch[]; statements: number }> {
+  const t = randomInt(random, 0, opts.tables);
+  const table = tableName(t);
+  const s = opts.schema;
+  const pickId = () => {
+    if (opts.kind === 'hot_keys') return randomInt(random, 1, (opts.hotKeys ?? 8) + 1);
+    const skew = opts.keySkew ?? 1;
+    return 1 + Math.floor(opts.rowsPerTable * random() ** skew);
+  };
+  const touched: Touch[] = [];
+  let statements = 0;
+  const exec = async (sql: string, values: unknown[]) => {
+    statements++;
+    const [res] = await conn.execute<ResultSetHeader>(sql, values as never[]);
+    return res.affectedRows;
+  };
+  const reinsert = async (id: number) => {
+    await exec(sbtest.delete(s, table), [id]);
+    await exec(sbtest.insert(s, table), [id, randomInt(random, 1, 1_000_000), randomText(random, 119), randomText(random, 59)]);
+    touched.push({ table, id });
+  };
+  switch (opts.kind) {
+    case 'oltp_update_non_index': {
+      const id = pickId();
+      if ((await exec(sbtest.updateNonIndex(s, table), [randomText(random, 119), id])) > 0) touched.push({ table, id });
+      break;
+    }
+    case 'oltp_write_only': {
+      const [a, b, c] = [pickId(), pickId(), pickId()];
+      if ((await exec(sbtest.updateIndex(s, table), [a])) > 0) touched.push({ table, id: a });
+      if ((await exec(sbtest.updateNonIndex(s, table), [randomText(random, 119), b])) > 0) touched.push({ table, id: b });
+      await reinsert(c);
+      break;
+    }
+    case 'hot_keys': {
+      const id = pickId();
+      const r = random();
+      if (r < 0.6) {
+        if ((await exec(sbtest.updateNonIndex(s, table), [randomText(random, 119), id])) > 0) touched.push({ table, id });
+      } else if (r < 0.8) {
+        if ((await exec(sbtest.delete(s, table), [id])) > 0) touched.push({ table, id });
+      } else {
+        await reinsert(id);
+      }
+      break;
+    }
+  }
+  return { touched, statements };
+}
+
+/** What this transaction stored for each key it touched, read inside the transaction. */
+async function readOwnWrites(conn: Connection, opts: WorkloadOptions, node: string, touched: Touch[]): Promise<AckedWrite[]> {
+  const versionColumn = opts.versionColumn ?? '_lww_ts';
+  const meta = opts.metaSchema ?? 'lww_meta';
+  const out = new Map<string, AckedWrite>();
+  for (const { table, id } of touched) {
+    const [rows] = await conn.execute<RowDataPacket[]>(sbtest.read(opts.schema, table, versionColumn), [id]);
+    if (rows[0]) {
+      const r = rows[0];
+      out.set(`${table}/${id}`, { node, table, id, version: BigInt(r.v as string), row: { k: Number(r.k), c: String(r.c), pad: String(r.pad) } });
+      continue;
+    }
+    const [tomb] = await conn.execute<RowDataPacket[]>(sbtest.readTombstone(meta, tombstoneTableName(opts.schema, table), versionColumn), [id]);
+    if (!tomb[0]) throw new Error(`${opts.schema}.${table} id ${id} was deleted but has no tombstone: are the triggers installed?`);
+    out.set(`${table}/${id}`, { node, table, id, version: BigInt(tomb[0].v as string), row: null });
+  }
+  return [...out.values()];
+}
+
+/** After a commit with unknown outcome: a write is confirmed when the key holds exactly its version. */
+async function confirm(conn: Connection, opts: WorkloadOptions, write: AckedWrite): Promise<boolean> {
+  const versionColumn = opts.versionColumn ?? '_lww_ts';
+  const [rows] = await conn.execute<RowDataPacket[]>(sbtest.read(opts.schema, write.table, versionColumn), [write.id]);
+  if (rows[0] && BigInt(rows[0].v as string) === write.version) return true;
+  const meta = opts.metaSchema ?? 'lww_meta';
+  const [tomb] = await conn.execute<RowDataPacket[]>(sbtest.readTombstone(meta, tombstoneTableName(opts.schema, write.table), versionColumn), [write.id]);
+  return tomb[0] !== undefined && BigInt(tomb[0].v as string) === write.version;
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** Runs `opts.threads` writers against one node until the duration or transaction budget is used. */
+export async function runWriters(
+  node: { name: string; url: string },
+  opts: WorkloadOptions,
+  control: { stopped: boolean; skew?: ClockSkew } = { stopped: false },
+): Promise<WriterStats> {
+  const stats: WriterStats = { node: node.name, transactions: 0, statements: 0, retries: 0, reconnects: 0, unconfirmed: 0, acked: [] };
+  const deadline = opts.durationMs === undefined ? Number.POSITIVE_INFINITY : Date.now() + opts.durationMs;
+  const budget = opts.transactionsPerThread ?? Number.POSITIVE_INFINITY;
+  const seedBase = opts.seed * 7919 + [...node.name].reduce((n, ch) => n * 31 + ch.charCodeAt(0), 0);
+
+  const thread = async (index: number) => {
+    const random = seededRandom(seedBase + index * 104_729);
+    let conn: Connection | null = null;
+    let done = 0;
+    let pendingConfirm: AckedWrite[] = [];
+    while (done < budget && Date.now() < deadline && !control.stopped) {
+      try {
+        if (!conn) {
+          conn = await connect(node.url, { connectTimeoutMs: 2000 });
+          await conn.query('SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ');
+          for (const w of pendingConfirm) {
+            if (await confirm(conn, opts, w)) stats.acked.push(w);
+            else stats.unconfirmed++;
+          }
+          pendingConfirm = [];
+        }
+        const skewMs = control.skew?.get(node.name) ?? 0;
+        if (skewMs !== 0) await conn.execute(SET_TIMESTAMP_SQL, [((Date.now() + skewMs) / 1000).toFixed(6)]);
+        else await conn.query(RESET_TIMESTAMP_SQL);
+        await conn.query('BEGIN');
+        const { touched, statements } = await runTransaction(conn, random, opts);
+        const writes = await readOwnWrites(conn, opts, node.name, touched);
+        pendingConfirm = writes;
+        await conn.query('COMMIT');
+        pendingConfirm = [];
+        stats.acked.push(...writes);
+        stats.statements += statements;
+        stats.transactions++;
+        done++;
+      } catch (err) {
+        if (conn && isConnectionLost(err)) {
+          conn.destroy();
+          conn = null;
+          stats.reconnects++;
+          await sleep(200);
+          continue;
+        }
+        pendingConfirm = [];
+        if (!conn) {
+          // Cannot connect (server stopped by a fault): wait and try again.
+          stats.reconnects++;
+          await sleep(200);
+          continue;
+        }
+        await conn.query('ROLLBACK').catch(() => undefined);
+        if (isRetryable(err)) {
+          stats.retries++;
+          continue;
+        }
+        conn.destroy();
+        throw err;
+      }
+    }
+    if (conn && pendingConfirm.length > 0) {
+      for (const w of pendingConfirm) if (await confirm(conn, opts, w)) stats.acked.push(w);
+    }
+    await conn?.end().catch(() => undefined);
+  };
+  await Promise.all(Array.from({ length: opts.threads }, (_, i) => thread(i)));
+  return stats;
+}
+
+export interface ExpectedRow {
+  version: bigint;
+  row: RowValues | null;
+}
+
+/** Per `table/id`, the state LWW must converge to: the acknowledged write with the highest version. */
+export function expectedState(opts: WorkloadOptions, acked: Iterable<AckedWrite>): Map<string, ExpectedRow> {
+  const expected = new Map<string, ExpectedRow>();
+  for (let t = 0; t < opts.tables; t++) {
+    for (let id = 1; id <= opts.rowsPerTable; id++) {
+      expected.set(`${tableName(t)}/${id}`, { version: INITIAL_VERSION, row: initialRow(opts.seed, t, id) });
+    }
+  }
+  for (const w of acked) {
+    const key = `${w.table}/${w.id}`;
+    const cur = expected.get(key);
+    if (!cur || w.version > cur.version) expected.set(key, { version: w.version, row: w.row });
+  }
+  return expected;
+}
