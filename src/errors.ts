@@ -149,3 +149,10 @@ export class NodeIdConflictError extends LwwError {
     super(`node id ${recordedNodeId} is already recorded on this server; uninstall first (install was asked for node id ${requestedNodeId})`);
   }
 }
+
+/** install found several tables it cannot take; `problems` holds one error per table. Nothing was changed. */
+export class InstallRefusedError extends LwwError {
+  constructor(readonly problems: Error[]) {
+    super(`install changed nothing: ${problems.length} tables cannot be installed:\n${problems.map((p) => `  - ${p.message}`).join('\n')}`);
+  }
+}

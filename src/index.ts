@@ -1,7 +1,7 @@
 // Public API of mysql-lww-sink.
 export * from './errors.ts';
 export { createSink, type Sink, type Checkpoint } from './writer/sink.ts';
-export type { SinkOptions, SinkOptionsInput, Logger } from './writer/options.ts';
+export type { CommitInfo, SinkOptions, SinkOptionsInput, Logger } from './writer/options.ts';
 export type { SinkStats, TableCounters } from './writer/stats.ts';
 export type { Op, Row, RowChange, SourceTransaction, SourceTransactionInput } from './model/change.ts';
 export type { TableMeta, ColumnMeta } from './model/table.ts';

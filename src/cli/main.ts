@@ -8,7 +8,11 @@ interface CommandModule {
 }
 
 const commands: Record<string, () => Promise<CommandModule>> = {
+  check: () => import('./commands/check.ts'),
   servers: () => import('./commands/servers.ts'),
+  replicate: () => import('./commands/replicate.ts'),
+  install: () => import('./commands/install.ts'),
+  uninstall: () => import('./commands/uninstall.ts'),
 };
 
 async function usage(): Promise<string> {

@@ -225,7 +225,7 @@ export async function runWriters(
           pendingConfirm = [];
         }
         const skewMs = control.skew?.get(node.name) ?? 0;
-        if (skewMs !== 0) await conn.execute(SET_TIMESTAMP_SQL, [((Date.now() + skewMs) / 1000).toFixed(6)]);
+        if (skewMs !== 0) await conn.execute(SET_TIMESTAMP_SQL, [(Date.now() + skewMs) / 1000]);
         else await conn.query(RESET_TIMESTAMP_SQL);
         await conn.query('BEGIN');
         const { touched, statements } = await runTransaction(conn, random, opts);

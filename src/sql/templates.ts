@@ -24,15 +24,19 @@ function stripComments(sql: string): string {
 }
 
 function render(file: string, vars: Record<string, string>): string[] {
-  const text = template(file).replace(/\{\{(\w+)\}\}/g, (_, key: string) => {
-    const v = vars[key];
-    if (v === undefined) throw new Error(`template ${file} needs {{${key}}}`);
-    return v;
-  });
-  return text
+  // Comments go before substitution: a value spanning lines (a composite key's column list) must
+  // not spill a comment's placeholder into the statement.
+  return template(file)
     .split(/^;\s*$/m)
     .map(stripComments)
-    .filter((s) => s.length > 0);
+    .filter((s) => s.length > 0)
+    .map((stmt) =>
+      stmt.replace(/\{\{(\w+)\}\}/g, (_, key: string) => {
+        const v = vars[key];
+        if (v === undefined) throw new Error(`template ${file} needs {{${key}}}`);
+        return v;
+      }),
+    );
 }
 
 /** The statements that create the metadata schema and its tables. */

@@ -39,3 +39,27 @@ export const sbtest = {
 /** Freezes the session clock (simulated skew). Bound: unix seconds with microseconds. */
 export const SET_TIMESTAMP_SQL = 'SET TIMESTAMP = ?';
 export const RESET_TIMESTAMP_SQL = 'SET TIMESTAMP = DEFAULT';
+
+/** The finish-mark table: each node writes one row after its workload; the peer holding it proves the stream caught up. */
+export function createMarksSql(schema: string, versionColumn: string): string {
+  return `CREATE TABLE IF NOT EXISTS ${quoteTable(schema, 'harness_marks')} (\`node\` VARCHAR(32) NOT NULL PRIMARY KEY, \`token\` VARCHAR(64) NOT NULL, ${quoteIdent(versionColumn)} BIGINT UNSIGNED NOT NULL DEFAULT 0) ENGINE=InnoDB`;
+}
+
+/** Bound: node, token, token. */
+export function writeMarkSql(schema: string): string {
+  return `INSERT INTO ${quoteTable(schema, 'harness_marks')} (\`node\`, \`token\`) VALUES (?, ?) ON DUPLICATE KEY UPDATE \`token\` = ?`;
+}
+
+/** Bound: node. */
+export function readMarkSql(schema: string): string {
+  return `SELECT \`token\` FROM ${quoteTable(schema, 'harness_marks')} WHERE \`node\` = ?`;
+}
+
+export function dropDatabaseSql(schema: string): string {
+  return `DROP DATABASE IF EXISTS ${quoteIdent(schema)}`;
+}
+
+/** Every row of a sbtest table in key order (for comparing with the expected state). */
+export function selectAllSbtestSql(schema: string, table: string, versionColumn: string): string {
+  return `SELECT \`id\`, \`k\`, \`c\`, \`pad\`, ${quoteIdent(versionColumn)} AS \`v\` FROM ${quoteTable(schema, table)} ORDER BY \`id\``;
+}

@@ -11,6 +11,12 @@ export interface Logger {
   error(msg: string, fields?: Record<string, unknown>): void;
 }
 
+/** Told after each target transaction commits: which source transactions it carried. */
+export interface CommitInfo {
+  transactions: Array<{ sourceId: string; position: string; maxVersion: bigint; changes: number }>;
+  committedAtMs: number;
+}
+
 export const silentLogger: Logger = { debug() {}, info() {}, warn() {}, error() {} };
 
 const identifier = z
@@ -60,6 +66,7 @@ const optionsSchema = z
     failpoints: z.union([z.string(), z.record(z.string(), z.string()), z.instanceof(Failpoints)]).optional(),
     owner: z.string().min(1).max(255).default(`${hostname()}:${process.pid}`),
     logger: z.custom<Logger>((v) => typeof v === 'object' && v !== null && 'warn' in v && 'error' in v).optional(),
+    onCommit: z.custom<(info: CommitInfo) => void>((v) => typeof v === 'function', 'must be a function').optional(),
   })
   .strict();
 

@@ -40,6 +40,13 @@ export interface Sink {
   stats(): SinkStats;
   /** The SQL dialect in use (detected from the server unless set). */
   dialect(): Promise<Dialect>;
+  /**
+   * Takes ownership of a source's checkpoint row (bumping its owner epoch) and returns the epoch.
+   * Done on first write anyway; call it at start so an older writer of the same source stops now.
+   */
+  claim(sourceId: string): Promise<bigint>;
+  /** Rejects with the error that stopped the sink, if one ever does (for supervisors). */
+  readonly failed: Promise<never>;
   /** Forgets cached table metadata (after DDL on the target). */
   refreshMetadata(schema?: string, table?: string): void;
   readonly options: SinkOptions;
@@ -88,9 +95,14 @@ class LwwSink implements Sink {
   private failure: unknown = null;
   private closed = false;
   private readonly counters = emptyStats();
+  private rejectFailed: (err: unknown) => void = () => undefined;
+  readonly failed: Promise<never> = new Promise<never>((_, reject) => {
+    this.rejectFailed = reject;
+  });
 
   constructor(options: SinkOptions) {
     this.options = options;
+    this.failed.catch(() => undefined);
     this.metadata = new TableMetadataCache(async (schema, table) => {
       const conn = await this.adminConn();
       const meta = await loadTableMeta(conn, schema, table, this.options.versionColumn);
@@ -149,6 +161,10 @@ class LwwSink implements Sink {
 
   refreshMetadata(schema?: string, table?: string): void {
     this.metadata.refresh(schema, table);
+  }
+
+  claim(sourceId: string): Promise<bigint> {
+    return this.epoch(sourceId);
   }
 
   stats(): SinkStats {
@@ -299,6 +315,7 @@ class LwwSink implements Sink {
 
   private fail(err: unknown): void {
     this.failure = err;
+    this.rejectFailed(err);
     this.options.logger.error('sink stopped: a batch could not be applied', { error: err instanceof Error ? err.message : String(err) });
     for (const w of this.waiters) w.reject(err);
     this.waiters = [];
@@ -370,6 +387,10 @@ class LwwSink implements Sink {
         this.counters.batches++;
         this.counters.transactions += batch.length;
         this.counters.rows += ops.length;
+        this.options.onCommit?.({
+          committedAtMs: Date.now(),
+          transactions: batch.map((q) => ({ sourceId: q.txn.sourceId, position: q.txn.position, maxVersion: q.txn.maxVersion, changes: q.txn.ops.length })),
+        });
         return;
       } catch (err) {
         if (err instanceof OwnershipLostError) throw err;

@@ -77,3 +77,16 @@ export function upsertOutcome(rows: number, affectedRows: number, info: string |
   if (affectedRows === 2) return { inserted: 0, updated: 1, skipped: 0 };
   return { inserted: 0, updated: 0, skipped: 1 };
 }
+
+/** The sum of several stats (e.g. every run of a restarted stream). */
+export function sumStats(list: readonly SinkStats[]): SinkStats {
+  const out = emptyStats();
+  for (const s of list) {
+    out.transactions += s.transactions;
+    out.batches += s.batches;
+    out.retries += s.retries;
+    out.rows += s.rows;
+    mergeBatch(out, new Map(Object.entries(s.tables)));
+  }
+  return out;
+}

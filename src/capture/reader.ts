@@ -1,0 +1,688 @@
+// The binlog reader: streams a source's row-based binlog through @vlasky/zongji, groups events into
+// committed transactions (assembler.ts) and hands them, in commit order, to a CaptureHandler.
+//
+// - Resume: positions are `<file>:<offset>` after a transaction; a lost connection (server restart,
+//   network cut, read timeout) reconnects from the last complete transaction read, so the handler
+//   sees every transaction once, in order.
+// - Back-pressure: completed transactions wait in a bounded queue; `regulate()` is the one place
+//   that pauses the socket when the queue is full and resumes it when it has drained.
+// - Safety: the source's binlog settings are checked before every (re)connect; what would lose
+//   changes stops the capture with an error instead of being skipped.
+import ZongJi, { type AnyBinlogEvent } from '@vlasky/zongji';
+import type { ConnectionOptions } from 'mysql2';
+import { type Target, connect, describeTarget, parseUrl } from '../db/connection.ts';
+import { BinlogPositionError, CaptureError, InvalidOptionsError, UnsafeSourceError } from '../errors.ts';
+import type { Row, SourceTransaction } from '../model/change.ts';
+import { DUMP_SESSION_SQL } from '../sql/binlog.ts';
+import type { Logger } from '../writer/options.ts';
+import { type AssembledItem, type CaptureEvent, type SchemaChange, TransactionAssembler } from './assembler.ts';
+import { type TableFilter, type TableSelector, tableFilter } from './filter.ts';
+import { parsePosition } from './position.ts';
+import { checkPositionAvailable, currentPosition, sourceAdvisories, sourceSettings, unsafeSettings } from './source.ts';
+import { type ColumnShape, normalizeRow, TYPE_BLOB, TYPE_JSON } from './values.ts';
+
+/** What capture hands to the apply side. Each call is awaited before the next one is made. */
+export interface CaptureHandler {
+  /** A committed transaction with changes of the captured tables. */
+  onTransaction(txn: SourceTransaction): void | Promise<void>;
+  /** DDL on a captured table or schema: refresh metadata before the next transaction. */
+  onSchemaChange?(change: SchemaChange): void | Promise<void>;
+  /**
+   * Everything up to `position` was read and nothing in it is for this handler (the server is idle,
+   * or only sink-applied / unrelated transactions were read). A sink may store it as its checkpoint.
+   */
+  onKeepalive?(position: string): void | Promise<void>;
+}
+
+export interface CaptureOptions {
+  /** The source server: a mysql:// URL or mysql2 connection options. */
+  source: Target;
+  /** Identifies this stream; put into every SourceTransaction. */
+  sourceId: string;
+  /** Tables to emit: `db.table`, or whole schemas as `db` / `db.*`. */
+  tables: readonly TableSelector[];
+  handler: CaptureHandler;
+  /** Resume position (exclusive: the first transaction read is the one after it). Default: the binlog head now. */
+  from?: string;
+  /** Default `lww_meta`. */
+  metaSchema?: string;
+  /** Default `_lww_ts`. */
+  versionColumn?: string;
+  /** Server id this reader announces to the source; must be unique among its replicas. Default: random. */
+  replicaServerId?: number;
+  /** The source sends a heartbeat after this much idle time. Default 5000 ms. */
+  heartbeatMs?: number;
+  /** Reconnect when nothing (not even a heartbeat) arrived for this long. Default 4 × heartbeatMs. */
+  readTimeoutMs?: number;
+  connectTimeoutMs?: number;
+  /** Pause reading when this many items wait for the handler. Default 256. */
+  maxQueuedTransactions?: number;
+  /** ... or when their binlog bytes reach this. Default 64 MiB. */
+  maxQueuedBytes?: number;
+  /** Minimum time between keepalives for skipped/dropped transactions. Default 1000 ms. */
+  keepaliveIntervalMs?: number;
+  reconnect?: { maxAttempts?: number; initialDelayMs?: number; maxDelayMs?: number };
+  logger?: Logger;
+}
+
+export interface CaptureStats {
+  /** Position after the last complete transaction read from the binlog. */
+  readPosition: string | undefined;
+  /** Position after the last item the handler finished with. */
+  deliveredPosition: string | undefined;
+  /** Transactions handed to onTransaction, and their row changes. */
+  transactions: number;
+  rows: number;
+  /** Transactions applied by a sink (they wrote <meta>.checkpoints): not emitted, loop prevention. */
+  dropped: number;
+  /** Transactions and statements with nothing for the captured tables. */
+  skipped: number;
+  schemaChanges: number;
+  keepalives: number;
+  reconnects: number;
+  /** Items waiting for the handler now, and the most ever waiting (bounded by maxQueuedTransactions). */
+  queued: number;
+  maxQueued: number;
+  queuedBytes: number;
+  maxQueuedBytes: number;
+  /** Times the reader paused the socket because the handler fell behind. */
+  pauses: number;
+  paused: boolean;
+  events: number;
+}
+
+type QueueItem =
+  | { kind: 'transaction'; txn: SourceTransaction; bytes: number }
+  | { kind: 'schema'; change: SchemaChange; bytes: number }
+  | { kind: 'keepalive'; position: string; bytes: number };
+
+const silent: Logger = { debug() {}, info() {}, warn() {}, error() {} };
+
+/** Connection-level failures worth a reconnect; anything else stops the capture. */
+const RETRYABLE_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EAI_AGAIN',
+  'PROTOCOL_CONNECTION_LOST',
+  'PROTOCOL_SEQUENCE_TIMEOUT',
+  'ER_SERVER_SHUTDOWN',
+  'ER_CONNECTION_KILLED',
+  'ER_QUERY_INTERRUPTED',
+  'ER_CON_COUNT_ERROR',
+  'ER_NET_READ_INTERRUPTED',
+  'ER_NET_WRITE_INTERRUPTED',
+  'ER_SERVER_SHUTDOWN_IN_PROGRESS',
+]);
+
+class ReadTimeoutError extends Error {}
+
+function isRetryable(err: unknown): boolean {
+  if (err instanceof ReadTimeoutError) return true;
+  if (!(err instanceof Error)) return false;
+  const e = err as Error & { code?: string; fatal?: boolean; errno?: number };
+  if (e.errno === 1236) return false; // the source cannot serve this binlog position
+  if (e.code && RETRYABLE_CODES.has(e.code)) return true;
+  if (e.fatal === true) return true;
+  return /Control connection unavailable|Connection lost|connect ETIMEDOUT|Can't add new command when connection is in closed state/i.test(e.message);
+}
+
+function sleep(ms: number, signal: { wake?: () => void }): Promise<void> {
+  return new Promise((resolve) => {
+    const t = setTimeout(resolve, ms);
+    signal.wake = () => {
+      clearTimeout(t);
+      resolve();
+    };
+  });
+}
+
+/** A running capture. Create with startCapture(). */
+export class BinlogCapture {
+  private readonly assembler: TransactionAssembler;
+  private readonly filter: TableFilter;
+  private readonly log: Logger;
+  private readonly dsn: ConnectionOptions;
+  private readonly serverId: number;
+  private readonly heartbeatMs: number;
+  private readonly readTimeoutMs: number;
+  private readonly connectTimeoutMs: number;
+  private readonly maxQueued: number;
+  private readonly maxBytes: number;
+  private readonly keepaliveIntervalMs: number;
+  private readonly metaSchema: string;
+
+  private zongji: ZongJi | undefined;
+  /** Bumped per stream; events and errors of an older stream are ignored. */
+  private generation = 0;
+  private readonly queue: QueueItem[] = [];
+  private queuedBytes = 0;
+  private readerPaused = false;
+  private resumeWaiters: Array<() => void> = [];
+  private wakeConsumer: (() => void) | undefined;
+  private lastEventAt = Date.now();
+  private lastKeepaliveAt = 0;
+  private watchdog: NodeJS.Timeout | undefined;
+  private stopping = false;
+  private reconnecting = false;
+  private readonly sleeper: { wake?: () => void } = {};
+  private reconnectToken = 0;
+  private advised = false;
+  private consumer: Promise<void> = Promise.resolve();
+  private settle!: { resolve: () => void; reject: (e: unknown) => void };
+  private failure: unknown;
+  private readonly counters: Omit<CaptureStats, 'readPosition' | 'queued' | 'queuedBytes' | 'paused'> = {
+    deliveredPosition: undefined,
+    transactions: 0,
+    rows: 0,
+    dropped: 0,
+    skipped: 0,
+    schemaChanges: 0,
+    keepalives: 0,
+    reconnects: 0,
+    maxQueued: 0,
+    maxQueuedBytes: 0,
+    pauses: 0,
+    events: 0,
+  };
+
+  /** Resolves when stop() finished, rejects with the error that stopped the capture. */
+  readonly done: Promise<void>;
+
+  private constructor(private readonly options: CaptureOptions) {
+    this.filter = tableFilter(options.tables);
+    this.metaSchema = options.metaSchema ?? 'lww_meta';
+    this.assembler = new TransactionAssembler({
+      sourceId: options.sourceId,
+      tables: this.filter,
+      metaSchema: this.metaSchema,
+      versionColumn: options.versionColumn ?? '_lww_ts',
+    });
+    this.log = options.logger ?? silent;
+    this.dsn = typeof options.source === 'string' ? parseUrl(options.source) : (options.source as ConnectionOptions);
+    this.serverId = options.replicaServerId ?? 1_000_000_000 + Math.floor(Math.random() * 1_000_000_000);
+    this.heartbeatMs = options.heartbeatMs ?? 5000;
+    this.readTimeoutMs = options.readTimeoutMs ?? 4 * this.heartbeatMs;
+    this.connectTimeoutMs = options.connectTimeoutMs ?? 10_000;
+    this.maxQueued = options.maxQueuedTransactions ?? 256;
+    this.maxBytes = options.maxQueuedBytes ?? 64 * 1024 * 1024;
+    this.keepaliveIntervalMs = options.keepaliveIntervalMs ?? 1000;
+    this.done = new Promise<void>((resolve, reject) => {
+      this.settle = { resolve, reject };
+    });
+    // Callers that never await `done` must not crash the process with an unhandled rejection.
+    this.done.catch(() => {});
+  }
+
+  /** Checks the source, then streams from options.from (or the current head). */
+  static async start(options: CaptureOptions): Promise<BinlogCapture> {
+    validate(options);
+    const capture = new BinlogCapture(options);
+    await capture.firstStream();
+    return capture;
+  }
+
+  /** Position after the last complete transaction read (where a reconnect resumes). */
+  get position(): string | undefined {
+    return this.assembler.position;
+  }
+
+  stats(): CaptureStats {
+    return {
+      ...this.counters,
+      readPosition: this.assembler.position,
+      queued: this.queue.length,
+      queuedBytes: this.queuedBytes,
+      paused: this.readerPaused,
+    };
+  }
+
+  /** Stops reading; the handler call in flight completes, queued items are discarded. Idempotent. */
+  async stop(): Promise<void> {
+    if (!this.stopping) {
+      this.stopping = true;
+      clearInterval(this.watchdog);
+      this.teardownStream();
+      this.sleeper.wake?.();
+      this.wakeConsumer?.();
+      for (const w of this.resumeWaiters.splice(0)) w();
+      await this.consumer.catch(() => {});
+      this.queue.length = 0;
+      this.queuedBytes = 0;
+      if (this.failure === undefined) this.settle.resolve();
+    }
+    await this.done.catch(() => {});
+  }
+
+  private async firstStream(): Promise<void> {
+    let from = this.options.from;
+    if (from === undefined) {
+      const conn = await connect(this.options.source, { connectTimeoutMs: this.connectTimeoutMs });
+      try {
+        from = await currentPosition(conn);
+      } finally {
+        conn.destroy();
+      }
+    }
+    this.assembler.resumeFrom(parsePosition(from));
+    this.consumer = this.consume();
+    try {
+      await this.openStream();
+    } catch (err) {
+      this.stopping = true;
+      this.teardownStream();
+      this.wakeConsumer?.();
+      await this.consumer.catch(() => {});
+      this.failure = explain(err, this.assembler.position);
+      this.settle.reject(this.failure);
+      throw this.failure;
+    }
+    this.watchdog = setInterval(() => this.checkIdle(), Math.max(50, Math.min(1000, this.readTimeoutMs / 4)));
+    this.watchdog.unref();
+  }
+
+  /** Checks the source and starts a binlog dump at the assembler's position. */
+  private async openStream(): Promise<void> {
+    const position = this.assembler.position!;
+    const conn = await connect(this.options.source, { connectTimeoutMs: this.connectTimeoutMs });
+    try {
+      const settings = await sourceSettings(conn);
+      const problems = unsafeSettings(settings);
+      if (problems.length > 0) throw new UnsafeSourceError(describeTarget(this.options.source), problems);
+      if (!this.advised) {
+        this.advised = true;
+        for (const advice of sourceAdvisories(settings)) this.log.warn(advice, { source: describeTarget(this.options.source) });
+      }
+      await checkPositionAvailable(conn, position);
+    } finally {
+      conn.destroy();
+    }
+    if (this.stopping) return;
+    const { file, offset } = parsePosition(position);
+    const generation = ++this.generation;
+    this.assembler.reset();
+    const z = new ZongJi({
+      ...this.dsn,
+      // Exact values: see values.ts. TIMESTAMP is formatted in UTC, as the sink writes it.
+      dateStrings: true,
+      timezone: 'Z',
+      jsonStrings: true,
+      supportBigNumbers: true,
+      bigNumberStrings: true,
+      decimalNumbers: false,
+      charset: 'UTF8MB4_GENERAL_CI',
+      connectTimeout: this.connectTimeoutMs,
+    });
+    this.zongji = z;
+    const ready = new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new ReadTimeoutError(`binlog connection not ready within ${this.connectTimeoutMs} ms`)), this.connectTimeoutMs);
+      z.once('ready', () => {
+        clearTimeout(timer);
+        resolve();
+      });
+      z.on('error', (err: Error) => {
+        clearTimeout(timer);
+        if (generation !== this.generation) return;
+        if (!z.ready) reject(err);
+        else this.onStreamError(generation, err);
+      });
+    });
+    z.on('binlog', (event: AnyBinlogEvent) => this.onEvent(generation, event));
+    z.start({
+      serverId: this.serverId,
+      filename: file,
+      position: offset,
+      includeEvents: ['rotate', 'query', 'xid', 'tablemap', 'writerows', 'updaterows', 'deleterows', 'heartbeat', 'mariadbgtid', 'xaprepare'],
+      includeSchema: this.filter.zongjiIncludeSchema([this.metaSchema]),
+    });
+    // Queued on the dump connection now, so it runs before the dump command zongji sends later.
+    const ns = this.heartbeatMs * 1_000_000;
+    const netWriteTimeout = Math.max(60, Math.ceil((10 * this.readTimeoutMs) / 1000));
+    z.connection?.query(DUMP_SESSION_SQL, [ns, ns, netWriteTimeout], (err: Error | null) => {
+      if (err && generation === this.generation) z.emit('error', err);
+    });
+    try {
+      await ready;
+    } catch (err) {
+      this.teardownStream();
+      throw err;
+    }
+    this.lastEventAt = Date.now();
+    this.log.info('capture streaming', { source: describeTarget(this.options.source), position });
+  }
+
+  private teardownStream(): void {
+    const z = this.zongji;
+    this.zongji = undefined;
+    this.generation++;
+    if (!z) return;
+    z.removeAllListeners('binlog');
+    z.removeAllListeners('error');
+    // Late errors of a stopped instance are noise; without a listener zongji would throw them.
+    z.on('error', () => {});
+    z.stop();
+  }
+
+  private onEvent(generation: number, event: AnyBinlogEvent): void {
+    if (generation !== this.generation || this.stopping) return;
+    this.lastEventAt = Date.now();
+    this.counters.events++;
+    let items: AssembledItem[];
+    try {
+      if (event.getTypeName() === 'TableMap') inspectTableMap(event as unknown as TableMapEventShape);
+      const e = toCaptureEvent(event);
+      if (!e) return;
+      items = this.assembler.push(e);
+    } catch (err) {
+      this.fail(err);
+      return;
+    }
+    for (const item of items) this.route(item);
+  }
+
+  private route(item: AssembledItem): void {
+    switch (item.kind) {
+      case 'transaction':
+        this.enqueue({ kind: 'transaction', txn: item.txn, bytes: item.bytes });
+        return;
+      case 'schema':
+        if (this.options.handler.onSchemaChange) this.enqueue({ kind: 'schema', change: item.change, bytes: item.change.query.length });
+        return;
+      case 'dropped':
+        this.counters.dropped++;
+        this.keepalive(item.position, false);
+        return;
+      case 'skipped':
+        this.counters.skipped++;
+        this.keepalive(item.position, false);
+        return;
+      case 'keepalive':
+        this.keepalive(item.position, true);
+        return;
+    }
+  }
+
+  /** Reports a position with nothing to emit; coalesces with a keepalive already waiting at the tail. */
+  private keepalive(position: string, force: boolean): void {
+    if (!this.options.handler.onKeepalive) return;
+    const tail = this.queue[this.queue.length - 1];
+    if (tail?.kind === 'keepalive') {
+      tail.position = position;
+      return;
+    }
+    const now = Date.now();
+    if (!force && now - this.lastKeepaliveAt < this.keepaliveIntervalMs) return;
+    this.lastKeepaliveAt = now;
+    this.enqueue({ kind: 'keepalive', position, bytes: 0 });
+  }
+
+  private enqueue(item: QueueItem): void {
+    this.queue.push(item);
+    this.queuedBytes += item.bytes;
+    if (this.queue.length > this.counters.maxQueued) this.counters.maxQueued = this.queue.length;
+    if (this.queuedBytes > this.counters.maxQueuedBytes) this.counters.maxQueuedBytes = this.queuedBytes;
+    this.regulate();
+    this.wakeConsumer?.();
+  }
+
+  /**
+   * Back-pressure, decided here and nowhere else. When the items waiting for the handler reach
+   * maxQueuedTransactions or maxQueuedBytes, the dump socket is paused (mysql2 stops reading it and
+   * parks the rest of the current chunk as raw packets; the server then blocks on TCP); when the
+   * queue has drained to half of both limits, it resumes. Nothing is enqueued while paused, so
+   * the queue never holds more than the limit (one transaction may exceed the byte limit alone).
+   */
+  private regulate(): void {
+    const full = this.queue.length >= this.maxQueued || this.queuedBytes >= this.maxBytes;
+    const drained = this.queue.length <= this.maxQueued / 2 && this.queuedBytes <= this.maxBytes / 2;
+    if (!this.readerPaused && full) {
+      this.readerPaused = true;
+      this.counters.pauses++;
+      this.zongji?.connection?.pause();
+    } else if (this.readerPaused && drained) {
+      this.readerPaused = false;
+      this.lastEventAt = Date.now();
+      for (const w of this.resumeWaiters.splice(0)) w();
+      this.zongji?.connection?.resume();
+    }
+  }
+
+  private async consume(): Promise<void> {
+    for (;;) {
+      if (this.stopping) return;
+      const item = this.queue.shift();
+      if (!item) {
+        await new Promise<void>((resolve) => {
+          this.wakeConsumer = resolve;
+        });
+        this.wakeConsumer = undefined;
+        continue;
+      }
+      this.queuedBytes -= item.bytes;
+      this.regulate();
+      try {
+        await this.deliver(item);
+      } catch (err) {
+        this.fail(err);
+        return;
+      }
+    }
+  }
+
+  private async deliver(item: QueueItem): Promise<void> {
+    const h = this.options.handler;
+    switch (item.kind) {
+      case 'transaction':
+        await h.onTransaction(item.txn);
+        this.counters.transactions++;
+        this.counters.rows += item.txn.changes.length;
+        this.counters.deliveredPosition = item.txn.position;
+        return;
+      case 'schema':
+        await h.onSchemaChange?.(item.change);
+        this.counters.schemaChanges++;
+        if (item.change.position) this.counters.deliveredPosition = item.change.position;
+        return;
+      case 'keepalive':
+        await h.onKeepalive?.(item.position);
+        this.counters.keepalives++;
+        this.counters.deliveredPosition = item.position;
+        return;
+    }
+  }
+
+  private checkIdle(): void {
+    if (this.stopping || this.reconnecting || this.readerPaused || !this.zongji?.ready) return;
+    const idle = Date.now() - this.lastEventAt;
+    if (idle > this.readTimeoutMs) {
+      this.onStreamError(this.generation, new ReadTimeoutError(`no binlog event or heartbeat for ${idle} ms`));
+    }
+  }
+
+  private onStreamError(generation: number, err: unknown): void {
+    if (generation !== this.generation || this.stopping) return;
+    this.teardownStream();
+    if (!isRetryable(err)) {
+      this.fail(err);
+      return;
+    }
+    this.log.warn('capture lost its binlog connection; reconnecting', { position: this.assembler.position, error: String(err) });
+    void this.reconnect();
+  }
+
+  private async reconnect(): Promise<void> {
+    const token = ++this.reconnectToken;
+    this.reconnecting = true;
+    const maxAttempts = this.options.reconnect?.maxAttempts ?? Number.POSITIVE_INFINITY;
+    const maxDelay = this.options.reconnect?.maxDelayMs ?? 5000;
+    let delay = this.options.reconnect?.initialDelayMs ?? 200;
+    try {
+      for (let attempt = 1; !this.stopping; attempt++) {
+        // A full queue is drained first: a new stream must not start paused mid-handshake.
+        if (this.readerPaused) await new Promise<void>((resolve) => this.resumeWaiters.push(resolve));
+        await sleep(delay, this.sleeper);
+        if (this.stopping) return;
+        try {
+          await this.openStream();
+          this.counters.reconnects++;
+          return;
+        } catch (err) {
+          this.teardownStream();
+          if (!isRetryable(err)) {
+            this.fail(err);
+            return;
+          }
+          if (attempt >= maxAttempts) {
+            this.fail(new CaptureError(`gave up reconnecting to the source after ${attempt} attempts: ${String(err)}`, this.assembler.position, { cause: err }));
+            return;
+          }
+          this.log.debug('capture reconnect failed', { attempt, error: String(err) });
+          delay = Math.min(delay * 2, maxDelay);
+        }
+      }
+    } finally {
+      if (token === this.reconnectToken) this.reconnecting = false;
+    }
+  }
+
+  /** Stops the capture for good with `err` (rejects `done`). */
+  private fail(err: unknown): void {
+    if (this.failure !== undefined || this.stopping) return;
+    this.failure = explain(err, this.assembler.position);
+    this.log.error('capture stopped', { error: String(this.failure) });
+    this.settle.reject(this.failure);
+    void this.stop();
+  }
+}
+
+/** Turns zongji's errors into the project's named errors where the cause is known. */
+function explain(err: unknown, position: string | undefined): unknown {
+  if (!(err instanceof Error)) return new CaptureError(String(err), position);
+  const e = err as Error & { errno?: number };
+  if (e.errno === 1236) return new BinlogPositionError(position ?? '', `the source cannot serve it: ${e.message}`);
+  if (/TRANSACTION_PAYLOAD_EVENT|PARTIAL_UPDATE_ROWS_EVENT/.test(e.message)) return new CaptureError(e.message, position, { cause: err });
+  if (/Unsupported type|Insufficient permissions|schema drift/i.test(e.message)) {
+    return new CaptureError(`binlog rows cannot be decoded: ${e.message}`, position, { cause: err });
+  }
+  if (err instanceof ReadTimeoutError) return new CaptureError(err.message, position, { cause: err });
+  return err;
+}
+
+function validate(o: CaptureOptions): void {
+  const fail = (msg: string) => {
+    throw new InvalidOptionsError(`invalid capture option ${msg}`);
+  };
+  if (!o.sourceId) fail('sourceId: required');
+  if (!o.handler || typeof o.handler.onTransaction !== 'function') fail('handler: needs an onTransaction function');
+  if (o.from !== undefined) parsePosition(o.from);
+  const positive = (name: keyof CaptureOptions) => {
+    const v = o[name];
+    if (v !== undefined && !(typeof v === 'number' && Number.isFinite(v) && v > 0)) fail(`${name}: must be a positive number`);
+  };
+  for (const n of ['heartbeatMs', 'readTimeoutMs', 'connectTimeoutMs', 'maxQueuedTransactions', 'maxQueuedBytes'] as const) positive(n);
+  if (o.replicaServerId !== undefined && !(Number.isInteger(o.replicaServerId) && o.replicaServerId > 0 && o.replicaServerId < 2 ** 32)) {
+    fail('replicaServerId: must be an integer in 1..4294967295');
+  }
+}
+
+interface ZongjiColumn {
+  name: string;
+  type: number;
+  charset: string | null;
+  /** Set by inspectTableMap: a MySQL JSON column zongji reads as a BLOB. */
+  lwwJson?: boolean;
+}
+
+interface ZongjiTableMap {
+  parentSchema: string;
+  tableName: string;
+  columns?: ZongjiColumn[];
+}
+
+interface TableMapEventShape {
+  tableId: number;
+  columnCount: number;
+  schemaName: string;
+  tableName: string;
+  tableMap?: unknown;
+}
+
+/**
+ * Checks and adjusts zongji's column list for a table, on every TABLE_MAP event (zongji rebuilds the
+ * list from it before emitting it, ahead of the table's row events):
+ * - Without binlog_row_metadata=FULL zongji takes column names from information_schema as of now;
+ *   when the table has changed since the events were written, names would land on the wrong
+ *   values, so capture stops instead.
+ * - Zongji renders MySQL JSON through JS values, which loses doubles holding integers, -0.0 and
+ *   typed scalars; marked as binary BLOBs, the JSON columns arrive as raw documents that values.ts
+ *   renders exactly.
+ */
+function inspectTableMap(event: TableMapEventShape): void {
+  const entry = (event.tableMap as Record<number, ZongjiTableMap & { columnSchemas?: unknown[] }> | undefined)?.[event.tableId];
+  if (!entry) return;
+  const known = entry.columnSchemas?.length ?? entry.columns?.length;
+  if (known !== undefined && known !== event.columnCount) {
+    throw new CaptureError(
+      `${event.schemaName}.${event.tableName} has ${known} columns now but ${event.columnCount} in the binlog being read: ` +
+        'its definition changed after these events were written and the binlog does not name its columns. ' +
+        'Set binlog_row_metadata=FULL on the source so new events carry column names, then resume from a position after the change',
+    );
+  }
+  for (const col of entry.columns ?? []) {
+    if (col.type === TYPE_JSON) {
+      col.type = TYPE_BLOB;
+      col.charset = null;
+      col.lwwJson = true;
+    }
+  }
+}
+
+/** zongji's event → the assembler's event; undefined for events grouping does not need. */
+function toCaptureEvent(event: AnyBinlogEvent): CaptureEvent | undefined {
+  switch (event.getTypeName()) {
+    case 'Rotate': {
+      const e = event as Extract<AnyBinlogEvent, { binlogName: string; position: number }>;
+      return { type: 'rotate', file: e.binlogName, offset: e.position };
+    }
+    case 'Query': {
+      const e = event as Extract<AnyBinlogEvent, { query: string }>;
+      return { type: 'query', query: e.query, schema: e.schema, nextPosition: e.nextPosition };
+    }
+    case 'Xid':
+      return { type: 'commit', nextPosition: event.nextPosition };
+    case 'MariadbGtid':
+      return (event as Extract<AnyBinlogEvent, { standalone: boolean }>).standalone ? undefined : { type: 'begin' };
+    case 'XaPrepare':
+      return { type: 'xa_prepare', nextPosition: event.nextPosition };
+    case 'Heartbeat': {
+      const e = event as Extract<AnyBinlogEvent, { binlogName: string }>;
+      return { type: 'heartbeat', file: e.binlogName, nextPosition: event.nextPosition };
+    }
+    case 'WriteRows':
+    case 'DeleteRows':
+    case 'UpdateRows': {
+      const e = event as unknown as { tableId: number; tableMap: Record<number, ZongjiTableMap>; rows: unknown[]; size: number };
+      const map = e.tableMap[e.tableId];
+      if (!map) return undefined;
+      const columns: ColumnShape[] | undefined = map.columns?.map((c) => ({ name: c.name, type: c.lwwJson ? TYPE_JSON : c.type }));
+      const name = event.getTypeName();
+      const base = { type: 'rows' as const, schema: map.parentSchema, table: map.tableName, bytes: e.size };
+      if (name === 'UpdateRows') {
+        const rows = (e.rows as Array<{ before: Row; after: Row }>).map((r) => ({ before: normalizeRow(r.before, columns), after: normalizeRow(r.after, columns) }));
+        return { ...base, op: 'update', rows };
+      }
+      const rows = (e.rows as Row[]).map((r) => normalizeRow(r, columns));
+      return { ...base, op: name === 'WriteRows' ? 'insert' : 'delete', rows };
+    }
+    default:
+      return undefined;
+  }
+}
+
+/** Starts a capture: checks the source's settings (UnsafeSourceError lists every problem), then streams. */
+export function startCapture(options: CaptureOptions): Promise<BinlogCapture> {
+  return BinlogCapture.start(options);
+}

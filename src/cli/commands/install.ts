@@ -1,0 +1,114 @@
+// `lww-sink install`: prepares tables of one server for LWW replication (version column, tombstone
+// table, triggers stamping local writes with this node's versions). Safe to run again.
+import { parseArgs } from 'node:util';
+import { parseUrl } from '../../db/connection.ts';
+import { InvalidOptionsError } from '../../errors.ts';
+import { type InstallResult, install } from '../../install/install.ts';
+import { formatTableRef } from '../../install/table-list.ts';
+import { splitTableList } from './table-flags.ts';
+
+export const summary = 'prepare tables for LWW replication: version column, tombstones, triggers (idempotent)';
+
+const HELP = `usage:
+  lww-sink install --url mysql://user:pass@host:port/ --node-id N (--tables db.t1,db.t2 | --schema db)
+                   [--version-column _lww_ts] [--meta-schema lww_meta] [--json]
+
+  --node-id         0..1023, different on every node; stamped into the low 10 bits of every version
+  --tables          schema.table names, comma-separated (quote names holding dots or commas: \`my.db\`.\`t,1\`)
+  --schema          every base table of this schema
+  --version-column  the version column, added as BIGINT UNSIGNED NOT NULL DEFAULT 0 where missing
+  --meta-schema     where the node id, table registry and tombstones live
+  --json            print the result as JSON`;
+
+function describe(result: InstallResult): string {
+  const lines = [`node id ${result.nodeId} ${result.recordedNodeId ? 'recorded' : 'already recorded'} in ${result.metaSchema}`];
+  for (const t of result.tables) {
+    const done = [
+      t.changes.addedVersionColumn ? `added column ${t.versionColumn}` : '',
+      t.changes.backfilledRows > 0 ? `backfilled ${t.changes.backfilledRows} rows` : '',
+      t.changes.triggers.length > 0 ? `created triggers ${t.changes.triggers.join(', ')}` : '',
+      t.changes.registered ? `tombstones in ${result.metaSchema}.${t.tombstoneTable}` : '',
+    ].filter(Boolean);
+    lines.push(`${formatTableRef(t)}: ${done.length > 0 ? `installed (${done.join('; ')})` : 'already installed, nothing changed'}`);
+  }
+  for (const w of result.warnings) lines.push(`warning: ${w}`);
+  return lines.join('\n');
+}
+
+function urlProblem(url: string): string {
+  try {
+    parseUrl(url);
+    return '';
+  } catch (e) {
+    return `--url: ${(e as Error).message}`;
+  }
+}
+
+export async function run(argv: string[]): Promise<number> {
+  let values: {
+    url?: string;
+    'node-id'?: string;
+    tables?: string;
+    schema?: string;
+    'version-column'?: string;
+    'meta-schema'?: string;
+    json?: boolean;
+    help?: boolean;
+  };
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: {
+        url: { type: 'string' },
+        'node-id': { type: 'string' },
+        tables: { type: 'string' },
+        schema: { type: 'string' },
+        'version-column': { type: 'string' },
+        'meta-schema': { type: 'string' },
+        json: { type: 'boolean', default: false },
+        help: { type: 'boolean', short: 'h' },
+      },
+      strict: true,
+      allowPositionals: false,
+    }));
+  } catch (e) {
+    console.error(`lww-sink install: ${(e as Error).message}\n\n${HELP}`);
+    return 2;
+  }
+  if (values.help) {
+    console.log(HELP);
+    return 0;
+  }
+  const nodeId = values['node-id'] === undefined ? Number.NaN : Number(values['node-id']);
+  const problems = [
+    values.url ? urlProblem(values.url) : '--url is required',
+    values['node-id'] === undefined ? '--node-id is required' : '',
+    values['node-id'] !== undefined && (!/^\d+$/.test(values['node-id']) || nodeId > 1023)
+      ? `--node-id must be an integer in 0..1023 (got "${values['node-id']}")`
+      : '',
+    (values.tables === undefined) === (values.schema === undefined) ? 'give exactly one of --tables and --schema' : '',
+  ].filter(Boolean);
+  if (problems.length > 0) {
+    console.error(`lww-sink install: ${problems.join('; ')}\n\n${HELP}`);
+    return 2;
+  }
+  let result: InstallResult;
+  try {
+    result = await install({
+      url: values.url!,
+      nodeId,
+      tables: values.tables === undefined ? undefined : splitTableList(values.tables),
+      schema: values.schema,
+      versionColumn: values['version-column'],
+      metaSchema: values['meta-schema'],
+    });
+  } catch (e) {
+    if (e instanceof InvalidOptionsError) {
+      console.error(`lww-sink install: ${e.message}`);
+      return 2;
+    }
+    throw e;
+  }
+  console.log(values.json ? JSON.stringify(result, null, 2) : describe(result));
+  return 0;
+}

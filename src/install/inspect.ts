@@ -1,0 +1,50 @@
+// What install needs to know about a table before it changes anything: that it exists, is a base
+// table with a primary key, and whether the version column is already there (and usable).
+// Unlike loadTableMeta, this works before the version column exists.
+import type { Connection, RowDataPacket } from 'mysql2/promise';
+import { UnknownTableError, UnsupportedTableError } from '../errors.ts';
+import { COLUMNS_SQL, TABLE_EXISTS_SQL, UNIQUE_KEYS_SQL } from '../sql/introspect.ts';
+import { CASCADING_FOREIGN_KEYS_SQL } from '../sql/install.ts';
+
+export interface TableInspection {
+  schema: string;
+  table: string;
+  primaryKey: string[];
+  /** COLUMN_TYPE of the version column, or undefined when the table does not have it yet. */
+  versionColumnType: string | undefined;
+  /** Foreign keys whose ON DELETE / ON UPDATE actions change this table's rows without firing its triggers. */
+  cascadingForeignKeys: { name: string; parent: string; onDelete: string; onUpdate: string }[];
+}
+
+/** Throws UnknownTableError / UnsupportedTableError for a table install cannot take. */
+export async function inspectTable(conn: Connection, schema: string, table: string, versionColumn: string): Promise<TableInspection> {
+  const [exists] = await conn.query<RowDataPacket[]>(TABLE_EXISTS_SQL, [schema, table]);
+  if (exists.length === 0) throw new UnknownTableError(schema, table);
+  const type = String(exists[0]!.tableType);
+  if (type !== 'BASE TABLE') throw new UnsupportedTableError(schema, table, `it is a ${type}, not a base table`);
+  const [keys] = await conn.query<RowDataPacket[]>(UNIQUE_KEYS_SQL, [schema, table]);
+  const primaryKey = keys.filter((k) => k.indexName === 'PRIMARY').map((k) => String(k.columnName));
+  if (primaryKey.length === 0) {
+    throw new UnsupportedTableError(schema, table, 'it has no primary key (LWW needs one to identify rows); add a PRIMARY KEY and run install again');
+  }
+  if (primaryKey.includes(versionColumn)) {
+    throw new UnsupportedTableError(schema, table, `its primary key contains the version column ${versionColumn}`);
+  }
+  const [cols] = await conn.query<RowDataPacket[]>(COLUMNS_SQL, [schema, table]);
+  const version = cols.find((c) => c.name === versionColumn);
+  const versionColumnType = version ? String(version.columnType) : undefined;
+  if (versionColumnType !== undefined && !/^bigint\b.*unsigned/i.test(versionColumnType)) {
+    throw new UnsupportedTableError(schema, table, `its column ${versionColumn} is ${versionColumnType}; the version column must be BIGINT UNSIGNED`);
+  }
+  if (version && (/GENERATED/i.test(String(version.extra ?? '')) || (version.generation !== null && version.generation !== ''))) {
+    throw new UnsupportedTableError(schema, table, `its version column ${versionColumn} is a generated column`);
+  }
+  const [fks] = await conn.query<RowDataPacket[]>(CASCADING_FOREIGN_KEYS_SQL, [schema, table]);
+  const cascadingForeignKeys = fks.map((f) => ({
+    name: String(f.name),
+    parent: String(f.parent),
+    onDelete: String(f.onDelete),
+    onUpdate: String(f.onUpdate),
+  }));
+  return { schema, table, primaryKey, versionColumnType, cascadingForeignKeys };
+}

@@ -1,0 +1,273 @@
+// One direction of replication, source → target: capture of the source's binlog feeding an LWW sink
+// on the target, resuming from the checkpoint stored on the target. Supervises both: when either
+// fails, everything not committed is dropped and the direction restarts from the checkpoint (the
+// stream never moves past a transaction that failed). Losing ownership stops it for good.
+import type { Connection } from 'mysql2/promise';
+import { startCapture, type BinlogCapture } from '../capture/reader.ts';
+import type { TableSelector } from '../capture/filter.ts';
+import { binlogLag, currentPosition } from '../capture/source.ts';
+import { connect } from '../db/connection.ts';
+import { OwnershipLostError } from '../errors.ts';
+import type { Logger, SinkOptionsInput } from '../writer/options.ts';
+import { createSink, type Sink } from '../writer/sink.ts';
+import { type SinkStats, sumStats } from '../writer/stats.ts';
+import { LagRecorder } from './lag.ts';
+import type { CopyReport } from '../sync/initial-copy.ts';
+
+export interface NodeRef {
+  name: string;
+  url: string;
+  nodeId: number;
+}
+
+export type DirectionState = 'starting' | 'copying' | 'streaming' | 'restarting' | 'stopped' | 'failed';
+
+export interface DirectionOptions {
+  source: NodeRef;
+  target: NodeRef;
+  tables: readonly TableSelector[];
+  metaSchema: string;
+  versionColumn: string;
+  sink?: Partial<SinkOptionsInput>;
+  capture?: { heartbeatMs?: number; readTimeoutMs?: number; connectTimeoutMs?: number; maxQueuedTransactions?: number };
+  /** Copies existing rows on the first start of this direction (see initial-copy.ts). */
+  initialCopy?: (ctx: { sink: Sink; sourceId: string; direction: Direction }) => Promise<void>;
+  restartDelayMs?: number;
+  /** Store idle positions as the checkpoint at most this often. */
+  keepaliveCheckpointMs?: number;
+  logger: Logger;
+}
+
+export interface DirectionStatus {
+  name: string;
+  sourceId: string;
+  state: DirectionState;
+  restarts: number;
+  lastError?: string;
+  checkpoint?: string;
+  lagBytes?: number;
+  lagMs?: number;
+  sink: SinkStats;
+  captured: { transactions: number; rows: number; dropped: number; reconnects: number; maxQueued: number };
+}
+
+export class Direction {
+  readonly name: string;
+  readonly sourceId: string;
+  readonly lag = new LagRecorder();
+  state: DirectionState = 'starting';
+  restarts = 0;
+  lastError: string | undefined;
+  private stopped = false;
+  private wake: (() => void) | null = null;
+  private sink: Sink | null = null;
+  private capture: BinlogCapture | null = null;
+  private lagConn: Connection | null = null;
+  private lastKeepalive = 0;
+  private readonly totals: SinkStats[] = [];
+  private readonly capturedTotals = { transactions: 0, rows: 0, dropped: 0, reconnects: 0, maxQueued: 0 };
+  private checkpointPosition: string | undefined;
+  private running: Promise<void> | null = null;
+  private markStreaming: () => void = () => undefined;
+  /** Resolves the first time this direction streams (after its first start and initial copy). */
+  readonly streaming: Promise<void> = new Promise((resolve) => {
+    this.markStreaming = resolve;
+  });
+  /** The report of the last initial copy this direction ran (for status and tests). */
+  lastCopy: CopyReport | undefined;
+
+  constructor(private readonly options: DirectionOptions) {
+    this.name = `${options.source.name}→${options.target.name}`;
+    this.sourceId = `node-${options.source.nodeId}`;
+  }
+
+  get sourceUrl(): string {
+    return this.options.source.url;
+  }
+
+  get tables(): readonly TableSelector[] {
+    return this.options.tables;
+  }
+
+  start(): Promise<void> {
+    this.running ??= this.loop();
+    return this.running;
+  }
+
+  /** Graceful stop: stop reading, commit what was handed to the sink. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.wake?.();
+    await this.running?.catch(() => undefined);
+    this.lagConn?.destroy();
+    this.lagConn = null;
+  }
+
+  private async loop(): Promise<void> {
+    const log = this.options.logger;
+    while (!this.stopped) {
+      try {
+        await this.runOnce();
+      } catch (err) {
+        if (err instanceof OwnershipLostError) {
+          this.state = 'failed';
+          this.lastError = err.message;
+          log.error(`${this.name}: ${err.message}`);
+          throw err;
+        }
+        if (this.stopped) break;
+        this.restarts++;
+        this.lastError = err instanceof Error ? err.message : String(err);
+        this.state = 'restarting';
+        log.warn(`${this.name}: restarting from the checkpoint after: ${this.lastError}`);
+        await this.pause(this.options.restartDelayMs ?? 1000);
+      }
+    }
+    this.state = 'stopped';
+  }
+
+  private pause(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const t = setTimeout(resolve, ms);
+      this.wake = () => {
+        clearTimeout(t);
+        resolve();
+      };
+    });
+  }
+
+  private async runOnce(): Promise<void> {
+    const { source, target } = this.options;
+    this.state = 'starting';
+    const sink = createSink({
+      target: target.url,
+      metaSchema: this.options.metaSchema,
+      versionColumn: this.options.versionColumn,
+      logger: this.options.logger,
+      owner: `replicator:${process.pid}:${this.name}`,
+      ...this.options.sink,
+      onCommit: (info) => {
+        for (const t of info.transactions) {
+          if (t.changes > 0) this.lag.record(t.maxVersion, info.committedAtMs);
+          this.checkpointPosition = t.position;
+        }
+      },
+    });
+    this.sink = sink;
+    let capture: BinlogCapture | null = null;
+    try {
+      await sink.claim(this.sourceId);
+      let checkpoint = (await sink.checkpoint(this.sourceId))?.position;
+      if (checkpoint === undefined) {
+        // First start: record where the source is now before anything else, so changes made
+        // while this replicator is later stopped are never lost; existing rows are merged next.
+        const conn = await connect(source.url);
+        try {
+          checkpoint = await currentPosition(conn);
+        } finally {
+          await conn.end();
+        }
+        await sink.write({ sourceId: this.sourceId, position: checkpoint, changes: [] });
+        await sink.flush();
+        this.options.logger.info(`${this.name}: first start, recorded source position ${checkpoint}`);
+      }
+      this.checkpointPosition = checkpoint;
+      if (this.options.initialCopy) {
+        this.state = 'copying';
+        await this.options.initialCopy({ sink, sourceId: this.sourceId, direction: this });
+      }
+      if (this.stopped) return;
+      capture = await startCapture({
+        source: source.url,
+        sourceId: this.sourceId,
+        tables: this.options.tables,
+        from: checkpoint,
+        metaSchema: this.options.metaSchema,
+        versionColumn: this.options.versionColumn,
+        logger: this.options.logger,
+        ...this.options.capture,
+        handler: {
+          onTransaction: (txn) => sink.write(txn),
+          onSchemaChange: (change) => {
+            sink.refreshMetadata(change.schema, change.table);
+          },
+          onKeepalive: async (position) => {
+            const now = Date.now();
+            if (now - this.lastKeepalive < (this.options.keepaliveCheckpointMs ?? 10_000)) return;
+            this.lastKeepalive = now;
+            await sink.write({ sourceId: this.sourceId, position, changes: [] });
+          },
+        },
+      });
+      this.capture = capture;
+      this.state = 'streaming';
+      this.markStreaming();
+      const stopRequested = new Promise<void>((resolve) => {
+        this.wake = resolve;
+        if (this.stopped) resolve();
+      });
+      await Promise.race([capture.done, sink.failed, stopRequested]);
+      if (this.stopped) {
+        await capture.stop();
+        await sink.close();
+      }
+    } finally {
+      this.accumulate(sink, capture);
+      await capture?.stop().catch(() => undefined);
+      // Whatever was not committed is dropped here and replayed from the checkpoint.
+      await sink.abort();
+      this.sink = null;
+      this.capture = null;
+    }
+  }
+
+  private accumulate(sink: Sink, capture: BinlogCapture | null): void {
+    this.totals.push(sink.stats());
+    if (capture) {
+      const c = capture.stats();
+      this.capturedTotals.transactions += c.transactions;
+      this.capturedTotals.rows += c.rows;
+      this.capturedTotals.dropped += c.dropped;
+      this.capturedTotals.reconnects += c.reconnects;
+      this.capturedTotals.maxQueued = Math.max(this.capturedTotals.maxQueued, c.maxQueued);
+    }
+  }
+
+  /** Counters over every run of this direction, including the current one. */
+  sinkStats(): SinkStats {
+    return sumStats([...this.totals, ...(this.sink ? [this.sink.stats()] : [])]);
+  }
+
+  async status(): Promise<DirectionStatus> {
+    const c = this.capture?.stats();
+    let lagBytes: number | undefined;
+    if (this.checkpointPosition) {
+      try {
+        this.lagConn ??= await connect(this.options.source.url, { connectTimeoutMs: 2000 });
+        lagBytes = (await binlogLag(this.lagConn, this.checkpointPosition)).bytesBehind;
+      } catch {
+        this.lagConn?.destroy();
+        this.lagConn = null;
+      }
+    }
+    return {
+      name: this.name,
+      sourceId: this.sourceId,
+      state: this.state,
+      restarts: this.restarts,
+      lastError: this.lastError,
+      checkpoint: this.checkpointPosition,
+      lagBytes,
+      lagMs: this.lag.last,
+      sink: this.sinkStats(),
+      captured: {
+        transactions: this.capturedTotals.transactions + (c?.transactions ?? 0),
+        rows: this.capturedTotals.rows + (c?.rows ?? 0),
+        dropped: this.capturedTotals.dropped + (c?.dropped ?? 0),
+        reconnects: this.capturedTotals.reconnects + (c?.reconnects ?? 0),
+        maxQueued: Math.max(this.capturedTotals.maxQueued, c?.maxQueued ?? 0),
+      },
+    };
+  }
+}
+

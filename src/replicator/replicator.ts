@@ -1,0 +1,139 @@
+// Active-active replication between N nodes by full mesh: one Direction per ordered pair of nodes.
+// Before streaming it checks what would silently lose changes: every node installed, node ids
+// distinct; the capture itself refuses unsafe binlog settings.
+import type { RowDataPacket } from 'mysql2/promise';
+import type { TableSelector } from '../capture/filter.ts';
+import { connect, redactUrl } from '../db/connection.ts';
+import { LwwError } from '../errors.ts';
+import { checkAutoIncrementCollisions } from '../install/auto-increment.ts';
+import { readNodeIdSql, registeredTablesSql, SCHEMA_EXISTS_SQL } from '../sql/replicator.ts';
+import type { Logger, SinkOptionsInput } from '../writer/options.ts';
+import { silentLogger } from '../writer/options.ts';
+import type { Sink } from '../writer/sink.ts';
+import { initialCopyOf } from './initial-copy.ts';
+import { Direction, type DirectionOptions, type DirectionStatus, type NodeRef } from './direction.ts';
+
+export class ReplicatorConfigError extends LwwError {}
+
+export interface ReplicatorOptions {
+  /** mysql:// URLs of the nodes (two or more). */
+  nodes: readonly string[];
+  /** Tables to replicate (`db.t`, or `db` for a schema); default: the tables registered by install on each node. */
+  tables?: readonly TableSelector[];
+  metaSchema?: string;
+  versionColumn?: string;
+  sink?: Partial<SinkOptionsInput>;
+  capture?: DirectionOptions['capture'];
+  /** How a direction's first start merges existing rows; default: the chunked LWW copy; false: none. */
+  initialCopy?: false | ((ctx: { sink: Sink; sourceId: string; direction: Direction }) => Promise<void>);
+  restartDelayMs?: number;
+  logger?: Logger;
+}
+
+export interface ReplicatorStatus {
+  nodes: Array<{ name: string; url: string; nodeId: number }>;
+  directions: DirectionStatus[];
+}
+
+/** Reads each node's id and registered tables; refuses nodes that are not installed or share an id. */
+export async function inspectNodes(urls: readonly string[], metaSchema: string): Promise<{ nodes: NodeRef[]; registered: string[] }> {
+  if (urls.length < 2) throw new ReplicatorConfigError('replication needs at least two nodes (--node URL --node URL)');
+  const nodes: NodeRef[] = [];
+  const registered = new Set<string>();
+  for (const [i, url] of urls.entries()) {
+    const conn = await connect(url).catch((err: unknown) => {
+      throw new ReplicatorConfigError(`cannot connect to node ${redactUrl(url)}: ${err instanceof Error ? err.message : String(err)}`);
+    });
+    try {
+      const [schema] = await conn.query<RowDataPacket[]>(SCHEMA_EXISTS_SQL, [metaSchema]);
+      const [rows] = schema.length > 0 ? await conn.query<RowDataPacket[]>(readNodeIdSql(metaSchema)) : [[]];
+      if (rows.length === 0) {
+        throw new ReplicatorConfigError(`node ${redactUrl(url)} is not installed (no node id in ${metaSchema}.node): run lww-sink install --url URL --node-id N first`);
+      }
+      const nodeId = Number(rows[0]!.node_id);
+      const clash = nodes.find((n) => n.nodeId === nodeId);
+      if (clash) {
+        throw new ReplicatorConfigError(
+          `nodes ${redactUrl(clash.url)} and ${redactUrl(url)} both have node id ${nodeId}: their versions could tie; reinstall one with another --node-id`,
+        );
+      }
+      nodes.push({ name: `n${i + 1}`, url, nodeId });
+      const [tables] = await conn.query<RowDataPacket[]>(registeredTablesSql(metaSchema));
+      for (const t of tables) registered.add(`${t.schema_name}.${t.table_name}`);
+    } finally {
+      await conn.end();
+    }
+  }
+  return { nodes, registered: [...registered].sort() };
+}
+
+export class Replicator {
+  readonly directions: Direction[] = [];
+  private nodes: NodeRef[] = [];
+  private readonly log: Logger;
+  private done: Promise<unknown> | null = null;
+
+  constructor(private readonly options: ReplicatorOptions) {
+    this.log = options.logger ?? silentLogger;
+  }
+
+  /** Checks the nodes and starts every direction; resolves once they are running. */
+  async start(): Promise<void> {
+    const metaSchema = this.options.metaSchema ?? 'lww_meta';
+    const { nodes, registered } = await inspectNodes(this.options.nodes, metaSchema);
+    this.nodes = nodes;
+    for (const warning of await checkAutoIncrementCollisions(this.options.nodes, { metaSchema })) this.log.warn(warning);
+    const tables = this.options.tables ?? registered;
+    if (tables.length === 0) throw new ReplicatorConfigError('no tables to replicate: install some (lww-sink install) or pass --tables');
+    for (const source of nodes) {
+      for (const target of nodes) {
+        if (source === target) continue;
+        this.directions.push(
+          new Direction({
+            source,
+            target,
+            tables,
+            metaSchema,
+            versionColumn: this.options.versionColumn ?? '_lww_ts',
+            sink: this.options.sink,
+            capture: this.options.capture,
+            initialCopy: this.options.initialCopy === false ? undefined : (this.options.initialCopy ?? initialCopyOf({ logger: this.log })),
+            restartDelayMs: this.options.restartDelayMs,
+            logger: this.log,
+          }),
+        );
+      }
+    }
+    this.done = Promise.all(this.directions.map((d) => d.start()));
+    this.done.catch(() => undefined);
+  }
+
+  /** Resolves when every direction has streamed at least once (first start and copy done). */
+  async whenStreaming(timeoutMs = 60_000): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`replication did not start streaming within ${timeoutMs} ms`)), timeoutMs);
+    });
+    try {
+      await Promise.race([Promise.all(this.directions.map((d) => d.streaming)), timeout, this.wait().then(() => timeout)]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Rejects when a direction stops for good (lost ownership); resolves after stop(). */
+  wait(): Promise<unknown> {
+    return this.done ?? Promise.resolve();
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(this.directions.map((d) => d.stop()));
+  }
+
+  async status(): Promise<ReplicatorStatus> {
+    return {
+      nodes: this.nodes.map((n) => ({ name: n.name, url: redactUrl(n.url), nodeId: n.nodeId })),
+      directions: await Promise.all(this.directions.map((d) => d.status())),
+    };
+  }
+}

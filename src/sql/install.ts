@@ -1,0 +1,116 @@
+// Statement text for install / uninstall: the node and table registry in the metadata schema, the
+// version column, its backfill, and the catalog reads that decide what is already there.
+// Pure functions; values are bound (`?`).
+import { quoteIdent, quoteTable } from './quote.ts';
+import { NOW_MICROS_SQL } from './triggers.ts';
+
+/** A table of the metadata schema exists (bound: metaSchema, table name such as 'node' or 'tables'). */
+export const META_TABLE_EXISTS_SQL = 'SELECT COUNT(*) AS n FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?';
+
+/** Base tables of a schema (bound: schema). */
+export const SCHEMA_BASE_TABLES_SQL =
+  "SELECT TABLE_NAME AS name FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_TYPE = 'BASE TABLE' ORDER BY TABLE_NAME";
+
+/** Triggers on one table (bound: schema, table). */
+export const TABLE_TRIGGERS_SQL =
+  'SELECT TRIGGER_NAME AS name, ACTION_TIMING AS timing, EVENT_MANIPULATION AS event FROM information_schema.TRIGGERS' +
+  ' WHERE EVENT_OBJECT_SCHEMA = ? AND EVENT_OBJECT_TABLE = ?';
+
+/** Foreign keys of a table whose actions change its rows without firing its triggers (bound: schema, table). */
+export const CASCADING_FOREIGN_KEYS_SQL =
+  'SELECT CONSTRAINT_NAME AS name, REFERENCED_TABLE_NAME AS parent, DELETE_RULE AS onDelete, UPDATE_RULE AS onUpdate' +
+  ' FROM information_schema.REFERENTIAL_CONSTRAINTS WHERE CONSTRAINT_SCHEMA = ? AND TABLE_NAME = ?' +
+  " AND (DELETE_RULE IN ('CASCADE', 'SET NULL', 'SET DEFAULT') OR UPDATE_RULE IN ('CASCADE', 'SET NULL', 'SET DEFAULT'))";
+
+/** Tables with an AUTO_INCREMENT column, outside the system schemas. */
+export const AUTO_INCREMENT_TABLES_SQL =
+  "SELECT DISTINCT TABLE_SCHEMA AS schemaName, TABLE_NAME AS tableName FROM information_schema.COLUMNS WHERE EXTRA LIKE '%auto_increment%'" +
+  " AND TABLE_SCHEMA NOT IN ('mysql', 'sys', 'information_schema', 'performance_schema')";
+
+/** The server-wide settings new sessions (the applications') start with. */
+export const AUTO_INCREMENT_SETTINGS_SQL =
+  'SELECT @@GLOBAL.auto_increment_increment AS aiIncrement, @@GLOBAL.auto_increment_offset AS aiOffset';
+
+/** What install changes in a caller's session, read first so it can be put back. */
+export const SAVE_SESSION_SQL = 'SELECT @lww_apply AS apply, @@SESSION.sql_mode AS sqlMode';
+
+/** Bound: @lww_apply value, sql_mode. */
+export const SET_SESSION_SQL = 'SET @lww_apply = ?, SESSION sql_mode = ?';
+
+export function selectNodeIdSql(metaSchema: string): string {
+  return `SELECT node_id AS nodeId FROM ${quoteTable(metaSchema, 'node')} WHERE singleton = 1`;
+}
+
+/** Bound: node id. */
+export function insertNodeIdSql(metaSchema: string): string {
+  return `INSERT INTO ${quoteTable(metaSchema, 'node')} (singleton, node_id) VALUES (1, ?)`;
+}
+
+const REGISTRY_COLUMNS =
+  'schema_name AS schemaName, table_name AS tableName, tombstone_table AS tombstoneTable,' +
+  ' version_column AS versionColumn, added_version_column AS addedVersionColumn';
+
+/** All registered tables, in name order. */
+export function selectRegisteredTablesSql(metaSchema: string): string {
+  return `SELECT ${REGISTRY_COLUMNS} FROM ${quoteTable(metaSchema, 'tables')} ORDER BY schema_name, table_name`;
+}
+
+/** Bound: schema, table, tombstone table, version column, added (0/1). */
+export function registerTableSql(metaSchema: string): string {
+  return (
+    `INSERT INTO ${quoteTable(metaSchema, 'tables')} (schema_name, table_name, tombstone_table, version_column, added_version_column)` +
+    ' VALUES (?, ?, ?, ?, ?)'
+  );
+}
+
+/** Bound: schema, table. */
+export function markVersionColumnAddedSql(metaSchema: string): string {
+  return `UPDATE ${quoteTable(metaSchema, 'tables')} SET added_version_column = 1 WHERE schema_name = ? AND table_name = ?`;
+}
+
+/** Bound: schema, table. */
+export function unregisterTableSql(metaSchema: string): string {
+  return `DELETE FROM ${quoteTable(metaSchema, 'tables')} WHERE schema_name = ? AND table_name = ?`;
+}
+
+export function countRegisteredTablesSql(metaSchema: string): string {
+  return `SELECT COUNT(*) AS n FROM ${quoteTable(metaSchema, 'tables')}`;
+}
+
+export function addVersionColumnSql(schema: string, table: string, versionColumn: string): string {
+  return `ALTER TABLE ${quoteTable(schema, table)} ADD COLUMN ${quoteIdent(versionColumn)} BIGINT UNSIGNED NOT NULL DEFAULT 0`;
+}
+
+export function dropVersionColumnSql(schema: string, table: string, versionColumn: string): string {
+  return `ALTER TABLE ${quoteTable(schema, table)} DROP COLUMN ${quoteIdent(versionColumn)}`;
+}
+
+/**
+ * Gives up to `limit` unversioned rows (version 0) a version of this node: (now_us << 10) | node id,
+ * the same integer math as the triggers. Run with @lww_apply set so the update trigger keeps it.
+ * Bound: node id.
+ */
+export function backfillVersionSql(schema: string, table: string, versionColumn: string, limit: number): string {
+  if (!Number.isSafeInteger(limit) || limit < 1) throw new RangeError(`backfill limit must be a positive integer, got ${limit}`);
+  const col = quoteIdent(versionColumn);
+  return `UPDATE ${quoteTable(schema, table)} SET ${col} = (${NOW_MICROS_SQL} << 10) | CAST(? AS UNSIGNED) WHERE ${col} = 0 LIMIT ${limit}`;
+}
+
+export function showCreateTriggerSql(schema: string, trigger: string): string {
+  return `SHOW CREATE TRIGGER ${quoteTable(schema, trigger)}`;
+}
+
+/** Holds off the table's writers while its triggers are swapped, so no write goes unstamped. */
+export function lockTableForWriteSql(schema: string, table: string): string {
+  return `LOCK TABLES ${quoteTable(schema, table)} WRITE`;
+}
+
+export const UNLOCK_TABLES_SQL = 'UNLOCK TABLES';
+
+export function dropTableSql(schema: string, table: string): string {
+  return `DROP TABLE IF EXISTS ${quoteTable(schema, table)}`;
+}
+
+export function dropSchemaSql(schema: string): string {
+  return `DROP DATABASE IF EXISTS ${quoteIdent(schema)}`;
+}

@@ -1,0 +1,120 @@
+// Text of the triggers that stamp local writes with versions, rendered from sql/triggers.sql.
+// Pure: the same table shape and node id always give the same text, so install can compare what a
+// server holds with what it would create, and an operator reads exactly what runs.
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { MAX_NODE_ID } from '../model/version.ts';
+import { triggerName } from '../model/names.ts';
+import { quoteIdent, quoteList, quoteTable } from './quote.ts';
+
+export type TriggerKind = 'bi' | 'bu' | 'ad';
+
+export interface TriggerTarget {
+  schema: string;
+  table: string;
+  /** Primary-key column names in key order. */
+  primaryKey: readonly string[];
+  versionColumn: string;
+  metaSchema: string;
+  tombstoneTable: string;
+  /** Baked into the trigger text: the low 10 bits of every version this server stamps. */
+  nodeId: number;
+}
+
+export interface TriggerDefinition {
+  kind: TriggerKind;
+  name: string;
+  timing: 'BEFORE' | 'AFTER';
+  event: 'INSERT' | 'UPDATE' | 'DELETE';
+  /** BEGIN ... END, as information_schema.TRIGGERS.ACTION_STATEMENT reports it. */
+  body: string;
+  /** CREATE TRIGGER ... FOR EACH ROW <body> */
+  create: string;
+}
+
+/** Microseconds since the epoch of NOW(6) as BIGINT UNSIGNED (UTC, so DST never shifts it). */
+export const NOW_MICROS_SQL = "CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) AS UNSIGNED)";
+
+const KINDS: readonly { kind: TriggerKind; timing: TriggerDefinition['timing']; event: TriggerDefinition['event'] }[] = [
+  { kind: 'bi', timing: 'BEFORE', event: 'INSERT' },
+  { kind: 'bu', timing: 'BEFORE', event: 'UPDATE' },
+  { kind: 'ad', timing: 'AFTER', event: 'DELETE' },
+];
+
+let templates: string[] | undefined;
+
+function triggerTemplates(): string[] {
+  if (!templates) {
+    const text = readFileSync(fileURLToPath(new URL('../../sql/triggers.sql', import.meta.url)), 'utf8');
+    templates = text
+      .split(/^;\s*$/m)
+      .map((part) =>
+        part
+          .split('\n')
+          .filter((line) => !line.trimStart().startsWith('--'))
+          .join('\n')
+          .trim(),
+      )
+      .filter((part) => part.length > 0);
+    const wellFormed = templates.every((t) => /^CREATE TRIGGER [^\n]* FOR EACH ROW\nBEGIN\n/.test(t));
+    if (templates.length !== KINDS.length || !wellFormed) {
+      throw new Error(`sql/triggers.sql must hold ${KINDS.length} templates, each "CREATE TRIGGER ... FOR EACH ROW" then a BEGIN line`);
+    }
+  }
+  return templates;
+}
+
+function render(template: string, vars: Record<string, string>): string {
+  return template.replace(/\{\{(\w+)\}\}/g, (_, key: string) => {
+    const v = vars[key];
+    if (v === undefined) throw new Error(`sql/triggers.sql needs {{${key}}}`);
+    return v;
+  });
+}
+
+/** The three triggers of one table (before insert, before update, after delete). */
+export function triggerDefinitions(target: TriggerTarget): TriggerDefinition[] {
+  if (!Number.isInteger(target.nodeId) || target.nodeId < 0 || target.nodeId > MAX_NODE_ID) {
+    throw new RangeError(`node id must be an integer in 0..${MAX_NODE_ID}, got ${target.nodeId}`);
+  }
+  if (target.primaryKey.length === 0) throw new Error(`${target.schema}.${target.table} has no primary key`);
+  const table = quoteTable(target.schema, target.table);
+  const tombstone = quoteTable(target.metaSchema, target.tombstoneTable);
+  const key = target.primaryKey;
+  const pairs = (left: (c: string) => string, right: (c: string) => string) => key.map((c) => `${left(c)} = ${right(c)}`).join(' AND ');
+  const ofTable = (c: string) => `${table}.${quoteIdent(c)}`;
+  const ofTomb = (c: string) => `${tombstone}.${quoteIdent(c)}`;
+  const ofNew = (c: string) => `NEW.${quoteIdent(c)}`;
+  const ofOld = (c: string) => `OLD.${quoteIdent(c)}`;
+  const shared = {
+    table,
+    tombstone,
+    version: quoteIdent(target.versionColumn),
+    row_version: ofTable(target.versionColumn),
+    tomb_version: ofTomb(target.versionColumn),
+    key_columns: quoteList(key),
+    old_key: key.map(ofOld).join(', '),
+    row_key_is_new: pairs(ofTable, ofNew),
+    tomb_key_is_new: pairs(ofTomb, ofNew),
+    key_unchanged: pairs(ofNew, ofOld),
+    now_us: NOW_MICROS_SQL,
+    node_id: String(target.nodeId),
+  };
+  const texts = triggerTemplates();
+  return KINDS.map((k, i) => {
+    const name = triggerName(target.table, k.kind);
+    // Head and body are rendered apart: a quoted name may contain any text, even "FOR EACH ROW".
+    const template = texts[i]!;
+    const cut = template.indexOf('\n');
+    const vars = { ...shared, name: quoteTable(target.schema, name) };
+    const head = render(template.slice(0, cut), vars);
+    const body = render(template.slice(cut + 1), vars);
+    const create = `${head}\n${body}`;
+    return { ...k, name, body, create };
+  });
+}
+
+/** DROP TRIGGER IF EXISTS for one of a table's triggers. */
+export function dropTriggerSql(schema: string, name: string): string {
+  return `DROP TRIGGER IF EXISTS ${quoteTable(schema, name)}`;
+}

@@ -1,0 +1,24 @@
+// Runs the lww-sink CLI as a child process (for kill -9 tests and the harness).
+import { type ChildProcess, spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const BIN = fileURLToPath(new URL('../../bin/lww-sink.js', import.meta.url));
+
+export interface CliProcess {
+  child: ChildProcess;
+  output(): string;
+  exited: Promise<number | null>;
+}
+
+export function spawnCli(args: string[]): CliProcess {
+  const child = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout!.on('data', (d) => {
+    out += d.toString();
+  });
+  child.stderr!.on('data', (d) => {
+    out += d.toString();
+  });
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return { child, output: () => out, exited };
+}

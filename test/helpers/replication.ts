@@ -1,0 +1,54 @@
+// Helpers for replication tests: install two nodes, run a replicator in-process, wait for convergence.
+import type { Connection, RowDataPacket } from 'mysql2/promise';
+import { connect } from '../../src/db/connection.ts';
+import { install } from '../../src/install/install.ts';
+import { Replicator, type ReplicatorOptions } from '../../src/replicator/replicator.ts';
+import { quoteTable } from '../../src/sql/quote.ts';
+import { freshDatabase } from './db.ts';
+
+export async function setupNodes(urls: string[], db: string, ddl: string[], tables: string[]): Promise<Connection[]> {
+  const conns: Connection[] = [];
+  for (const [i, url] of urls.entries()) {
+    const c = await connect(url);
+    await c.query('DROP DATABASE IF EXISTS lww_meta');
+    await freshDatabase(c, db, ddl);
+    await install({ url, nodeId: i + 1, tables: tables.map((t) => `${db}.${t}`) });
+    conns.push(c);
+  }
+  return conns;
+}
+
+export async function startReplicator(urls: string[], extra: Partial<ReplicatorOptions> = {}): Promise<Replicator> {
+  const r = new Replicator({ nodes: urls, restartDelayMs: 200, capture: { heartbeatMs: 1000 }, sink: { batch: { maxDelayMs: 5 } }, ...extra });
+  await r.start();
+  await r.whenStreaming();
+  return r;
+}
+
+export async function snapshot(conn: Connection, schema: string, table: string): Promise<string> {
+  const [rows] = await conn.query<RowDataPacket[]>(`SELECT * FROM ${quoteTable(schema, table)} ORDER BY 1`);
+  return JSON.stringify(rows);
+}
+
+/** Waits until `check` holds (polling), or fails with the last observation. */
+export async function eventually<T>(what: string, probe: () => Promise<T>, check: (v: T) => boolean, timeoutMs = 30_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: T = await probe();
+  while (!check(last)) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; last: ${JSON.stringify(last)}`);
+    await new Promise((r) => setTimeout(r, 100));
+    last = await probe();
+  }
+  return last;
+}
+
+/** Waits until every node holds the same table contents. */
+export async function converged(conns: Connection[], schema: string, table: string, timeoutMs = 30_000): Promise<string> {
+  const all = await eventually(
+    `${schema}.${table} to converge`,
+    () => Promise.all(conns.map((c) => snapshot(c, schema, table))),
+    (snaps) => snaps.every((s) => s === snaps[0]),
+    timeoutMs,
+  );
+  return all[0]!;
+}

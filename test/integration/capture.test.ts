@@ -1,0 +1,471 @@
+import type { Connection, RowDataPacket } from 'mysql2/promise';
+import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
+import { type BinlogCapture, type CaptureHandler, type CaptureOptions, checkSourceSettings, currentPosition, startCapture } from '../../src/capture/index.ts';
+import { binlogLag } from '../../src/capture/source.ts';
+import { connect } from '../../src/db/connection.ts';
+import { BinlogPositionError, MissingTombstoneError, UnsafeSourceError, UnsafeSourceSettingError } from '../../src/errors.ts';
+import type { SchemaChange } from '../../src/capture/assembler.ts';
+import type { SourceTransaction } from '../../src/model/change.ts';
+import { createSink } from '../../src/index.ts';
+import { quoteIdent, quoteTable } from '../../src/sql/quote.ts';
+import { loadTableMeta } from '../../src/writer/table-metadata.ts';
+import { toSqlValue } from '../../src/writer/values.ts';
+import { describeEachEngine } from '../helpers/engines.ts';
+
+const META = 'lww_meta';
+const ALL_BYTES = Buffer.from(Array.from({ length: 256 }, (_, i) => i));
+
+interface Collector extends CaptureHandler {
+  txns: SourceTransaction[];
+  schema: SchemaChange[];
+  keepalives: string[];
+}
+
+function collector(delayMs = 0): Collector {
+  const c: Collector = {
+    txns: [],
+    schema: [],
+    keepalives: [],
+    async onTransaction(txn) {
+      if (delayMs > 0) await new Promise((r) => setTimeout(r, delayMs));
+      c.txns.push(txn);
+    },
+    onSchemaChange(change) {
+      c.schema.push(change);
+    },
+    onKeepalive(position) {
+      c.keepalives.push(position);
+    },
+  };
+  return c;
+}
+
+async function waitFor(what: string, cond: () => boolean, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** Simulates the AFTER DELETE trigger: the tombstone row in the same transaction. */
+async function deleteWithTombstone(conn: Connection, schema: string, table: string, key: Record<string, unknown>, version: bigint): Promise<void> {
+  const cols = Object.keys(key);
+  const where = cols.map((c) => `${quoteIdent(c)} = ?`).join(' AND ');
+  await conn.query(`DELETE FROM ${quoteTable(schema, table)} WHERE ${where}`, Object.values(key));
+  await conn.query(
+    `INSERT INTO ${quoteTable(META, `tomb__${schema}__${table}`)} (${[...cols, '_lww_ts'].map(quoteIdent).join(', ')}) VALUES (${cols.map(() => '?').join(', ')}, ?)` +
+      ' ON DUPLICATE KEY UPDATE `_lww_ts` = GREATEST(`_lww_ts`, VALUES(`_lww_ts`))',
+    [...Object.values(key), version.toString()],
+  );
+}
+
+const json = (v: unknown) => JSON.stringify(v, (_k, x) => (typeof x === 'bigint' ? `${x}n` : Buffer.isBuffer(x) ? `hex:${x.toString('hex')}` : x));
+
+describeEachEngine('capture', 1, (ctx) => {
+  let conn: Connection;
+  let url: string;
+  const running: BinlogCapture[] = [];
+
+  async function capture(handler: CaptureHandler, options: Partial<CaptureOptions> = {}): Promise<BinlogCapture> {
+    const c = await startCapture({ source: url, sourceId: 'A', tables: ['app.t1', 'app.t2', 'types'], handler, heartbeatMs: 500, ...options });
+    running.push(c);
+    return c;
+  }
+
+  beforeAll(async () => {
+    url = ctx.servers[0]!.url;
+    conn = await connect(url);
+    for (const db of ['app', 'other', 'types', 'types_copy', META]) {
+      await conn.query(`DROP DATABASE IF EXISTS ${quoteIdent(db)}`);
+      await conn.query(`CREATE DATABASE ${quoteIdent(db)} CHARACTER SET utf8mb4`);
+    }
+    await conn.query('CREATE TABLE app.t1 (id INT PRIMARY KEY, v VARCHAR(4000), _lww_ts BIGINT UNSIGNED NOT NULL)');
+    await conn.query('CREATE TABLE app.t2 (a VARCHAR(10), b VARBINARY(8), n BIGINT, _lww_ts BIGINT UNSIGNED NOT NULL, PRIMARY KEY (a, b))');
+    await conn.query('CREATE TABLE app.ignored (id INT PRIMARY KEY, _lww_ts BIGINT UNSIGNED NOT NULL)');
+    await conn.query('CREATE TABLE other.t1 (id INT PRIMARY KEY, _lww_ts BIGINT UNSIGNED NOT NULL)');
+    await conn.query(`CREATE TABLE ${META}.tomb__app__t1 (id INT PRIMARY KEY, _lww_ts BIGINT UNSIGNED NOT NULL)`);
+    await conn.query(`CREATE TABLE ${META}.tomb__app__t2 (a VARCHAR(10), b VARBINARY(8), _lww_ts BIGINT UNSIGNED NOT NULL, PRIMARY KEY (a, b))`);
+    await conn.query(`CREATE TABLE ${META}.checkpoints (source_id VARCHAR(255) PRIMARY KEY, position TEXT)`);
+  });
+
+  afterEach(async () => {
+    await Promise.all(running.splice(0).map((c) => c.stop()));
+  });
+
+  afterAll(async () => {
+    await conn?.end();
+  });
+
+  it('a transaction with inserts, updates and deletes on two tables comes out as one transaction with ops, images and versions', async () => {
+    await conn.query("INSERT INTO app.t1 VALUES (1, 'one', 100), (2, 'two', 101)");
+    await conn.query("INSERT INTO app.t2 VALUES ('k', X'00FF', 5, 102)");
+    const h = collector();
+    const cap = await capture(h, { from: await currentPosition(conn) });
+    const big = (1n << 63n) + 12345n;
+    await conn.beginTransaction();
+    await conn.query("INSERT INTO app.t1 VALUES (3, 'three 😀', ?)", [big.toString()]);
+    await conn.query("UPDATE app.t1 SET v = 'ONE', _lww_ts = 200 WHERE id = 1");
+    await conn.query("UPDATE app.t2 SET n = 6, _lww_ts = 201 WHERE a = 'k'");
+    await deleteWithTombstone(conn, 'app', 't1', { id: 2 }, 202n);
+    await deleteWithTombstone(conn, 'app', 't2', { a: 'k', b: Buffer.from([0, 255]) }, 203n);
+    await conn.query('INSERT INTO app.ignored VALUES (1, 1)');
+    await conn.query('INSERT INTO other.t1 VALUES (1, 1)');
+    await conn.commit();
+    const head = await currentPosition(conn);
+    await waitFor('the transaction', () => h.txns.length >= 1);
+    expect(h.txns).toHaveLength(1);
+    const txn = h.txns[0]!;
+    expect(txn.sourceId).toBe('A');
+    expect(txn.position).toBe(head);
+    expect(json(txn.changes)).toBe(
+      json([
+        { schema: 'app', table: 't1', op: 'insert', version: big, after: { id: 3, v: 'three 😀', _lww_ts: big.toString() } },
+        { schema: 'app', table: 't1', op: 'update', version: 200n, before: { id: 1, v: 'one', _lww_ts: 100 }, after: { id: 1, v: 'ONE', _lww_ts: 200 } },
+        {
+          schema: 'app',
+          table: 't2',
+          op: 'update',
+          version: 201n,
+          before: { a: 'k', b: Buffer.from([0, 255]), n: 5, _lww_ts: 102 },
+          after: { a: 'k', b: Buffer.from([0, 255]), n: 6, _lww_ts: 201 },
+        },
+        { schema: 'app', table: 't1', op: 'delete', version: 202n, before: { id: 2, v: 'two', _lww_ts: 101 } },
+        { schema: 'app', table: 't2', op: 'delete', version: 203n, before: { a: 'k', b: Buffer.from([0, 255]), n: 6, _lww_ts: 201 } },
+      ]),
+    );
+    // Transactions with nothing captured advance the position without being emitted.
+    await conn.query('INSERT INTO other.t1 VALUES (2, 1)');
+    const later = await currentPosition(conn);
+    await waitFor('a keepalive past the skipped transaction', () => h.keepalives.includes(later));
+    expect(cap.stats()).toMatchObject({ transactions: 1, rows: 5, dropped: 0 });
+    expect(cap.stats().skipped).toBeGreaterThanOrEqual(1);
+    expect(await binlogLag(conn, later)).toEqual({ head: later, bytesBehind: 0 });
+  });
+
+  it('a transaction that touched lww_meta.checkpoints is dropped whole and counted', async () => {
+    const h = collector();
+    const cap = await capture(h, { from: await currentPosition(conn) });
+    await conn.beginTransaction();
+    await conn.query("INSERT INTO app.t1 VALUES (10, 'applied by a sink', 300)");
+    await conn.query(`INSERT INTO ${META}.checkpoints VALUES ('B', 'binlog.000001:4') ON DUPLICATE KEY UPDATE position = VALUES(position)`);
+    await conn.commit();
+    const afterDropped = await currentPosition(conn);
+    await conn.query("INSERT INTO app.t1 VALUES (11, 'local', 301)");
+    await waitFor('the local transaction', () => h.txns.length >= 1);
+    expect(h.txns.map((t) => t.changes.map((c) => c.after?.id))).toEqual([[11]]);
+    expect(cap.stats().dropped).toBe(1);
+    expect(h.txns[0]!.position).not.toBe(afterDropped);
+  });
+
+  it('resuming from a position yields exactly the later transactions', async () => {
+    const start = await currentPosition(conn);
+    for (let i = 0; i < 6; i++) await conn.query('INSERT INTO app.t1 VALUES (?, ?, ?)', [1000 + i, `r${i}`, 1000 + i]);
+    const first = collector();
+    await capture(first, { from: start });
+    await waitFor('six transactions', () => first.txns.length >= 6);
+    const resumeAt = first.txns[2]!.position;
+    const second = collector();
+    await capture(second, { from: resumeAt });
+    await waitFor('three transactions', () => second.txns.length >= 3);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(json(second.txns)).toBe(json(first.txns.slice(3)));
+  });
+
+  it('DDL on a captured table is reported; DDL elsewhere is not', async () => {
+    const h = collector();
+    await capture(h, { from: await currentPosition(conn) });
+    await conn.query('ALTER TABLE other.t1 ADD COLUMN x INT');
+    await conn.query('ALTER TABLE app.t1 ADD COLUMN extra INT NULL');
+    const head = await currentPosition(conn);
+    await conn.query("INSERT INTO app.t1 VALUES (20, 'after ddl', 400, 7)");
+    await waitFor('the insert after the DDL', () => h.txns.length >= 1);
+    expect(h.schema).toEqual([{ schema: 'app', table: 't1', kind: 'alter_table', query: 'ALTER TABLE app.t1 ADD COLUMN extra INT NULL', position: head }]);
+    expect(h.txns[0]!.changes[0]!.after).toEqual({ id: 20, v: 'after ddl', _lww_ts: 400, extra: 7 });
+  });
+
+  it('events written before an ALTER TABLE are refused without column names in the binlog, and read exactly with them', async () => {
+    await conn.query('CREATE TABLE app.t2_drift (id INT PRIMARY KEY, a INT, _lww_ts BIGINT UNSIGNED NOT NULL)');
+    const [[{ Value: original }]] = (await conn.query("SHOW GLOBAL VARIABLES LIKE 'binlog_row_metadata'")) as unknown as [[{ Value: string }]];
+    try {
+      for (const metadata of ['MINIMAL', 'FULL']) {
+        await conn.query(`SET GLOBAL binlog_row_metadata = ${metadata}`);
+        const writer = await connect(url);
+        const from = await currentPosition(writer);
+        await writer.query('INSERT INTO app.t2_drift (id, a, _lww_ts) VALUES (?, 7, 1)', [metadata === 'FULL' ? 2 : 1]);
+        await writer.query('ALTER TABLE app.t2_drift ADD COLUMN b INT FIRST');
+        await writer.end();
+        const h = collector();
+        const cap = await capture(h, { from, tables: ['app.t2_drift'] });
+        if (metadata === 'MINIMAL') {
+          await expect(cap.done).rejects.toThrow(/binlog_row_metadata=FULL/);
+        } else {
+          await waitFor('the insert', () => h.txns.length >= 1);
+          expect(h.txns[0]!.changes[0]!.after).toEqual({ id: 2, a: 7, _lww_ts: 1 });
+        }
+        await conn.query('ALTER TABLE app.t2_drift DROP COLUMN b');
+      }
+    } finally {
+      await conn.query(`SET GLOBAL binlog_row_metadata = ${original}`);
+    }
+  });
+
+  it('a delete without its tombstone stops the capture with an error naming the table', async () => {
+    const from = await currentPosition(conn);
+    await conn.query('DELETE FROM app.t1 WHERE id = 20');
+    const cap = await capture(collector(), { from });
+    await expect(cap.done).rejects.toThrow(MissingTombstoneError);
+    await expect(cap.done).rejects.toThrow(/app\.t1/);
+    // Put the row back so later tests see a consistent table (deletes need tombstones).
+    await conn.query("INSERT INTO app.t1 VALUES (20, 'after ddl', 400, 7)");
+  });
+
+  it('a position that is not on the server is refused before streaming', async () => {
+    await expect(capture(collector(), { from: 'binlog.999999:4' })).rejects.toThrow(BinlogPositionError);
+  });
+
+  it('after a server restart mid-stream the reader reconnects and continues without loss or duplicates', async () => {
+    const server = ctx.servers[0]!;
+    const txns: SourceTransaction[] = [];
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    // The handler stalls after 10 transactions: the queue fills, the reader pauses with the rest of
+    // the binlog unread (more than socket buffers hold), and the server goes down under it.
+    const handler: CaptureHandler = {
+      async onTransaction(txn) {
+        if (txns.length === 10) await gate;
+        txns.push(txn);
+      },
+    };
+    const cap = await capture(handler, { from: await currentPosition(conn), maxQueuedTransactions: 20, heartbeatMs: 300 });
+    const payload = 'x'.repeat(3000);
+    for (let i = 0; i < 150; i++) await conn.query('INSERT INTO app.t1 (id, v, _lww_ts) VALUES (?, ?, ?)', [2000 + i, payload, 2000 + i]);
+    await waitFor('the reader to pause', () => txns.length === 10 && cap.stats().paused);
+    await conn.end();
+    await server.halt();
+    await server.start();
+    release();
+    conn = await connect(url);
+    for (let i = 150; i < 250; i++) await conn.query('INSERT INTO app.t1 (id, v, _lww_ts) VALUES (?, ?, ?)', [2000 + i, 'after', 2000 + i]);
+    await waitFor('all 250 transactions', () => txns.length >= 250, 60_000);
+    await new Promise((r) => setTimeout(r, 500));
+    const ids = txns.map((t) => t.changes[0]!.after!.id);
+    expect(ids).toEqual(Array.from({ length: 250 }, (_, i) => 2000 + i));
+    expect(cap.stats().reconnects).toBeGreaterThanOrEqual(1);
+  });
+
+  it('a burst of 5,000 transactions with a slow consumer keeps the queue bounded', async () => {
+    const h = collector();
+    let slow = true;
+    const handler: CaptureHandler = {
+      async onTransaction(txn) {
+        if (slow) await new Promise((r) => setImmediate(r));
+        if (slow && h.txns.length % 10 === 0) await new Promise((r) => setTimeout(r, 1));
+        h.txns.push(txn);
+      },
+    };
+    const limit = 50;
+    const cap = await capture(handler, { from: await currentPosition(conn), maxQueuedTransactions: limit });
+    const writers = await Promise.all([0, 1, 2, 3].map(() => connect(url)));
+    try {
+      await Promise.all(
+        writers.map(async (w, k) => {
+          for (let i = 0; i < 1250; i++) await w.query('INSERT INTO app.t2 VALUES (?, ?, ?, ?)', [`w${k}`, Buffer.from(String(i)), i, i + 1]);
+        }),
+      );
+    } finally {
+      await Promise.all(writers.map((w) => w.end()));
+    }
+    expect(cap.stats().paused || cap.stats().pauses > 0).toBe(true);
+    slow = false;
+    await waitFor('5,000 transactions', () => h.txns.length >= 5000, 90_000);
+    const stats = cap.stats();
+    expect(stats.transactions).toBe(5000);
+    expect(stats.maxQueued).toBeLessThanOrEqual(limit);
+    expect(stats.pauses).toBeGreaterThan(0);
+    // Commit order per writer is preserved.
+    for (let k = 0; k < 4; k++) {
+      const ns = h.txns.map((t) => t.changes[0]!.after!).filter((r) => r.a === `w${k}`).map((r) => r.n);
+      expect(ns).toEqual(Array.from({ length: 1250 }, (_, i) => i));
+    }
+  });
+
+  it('every column type comes out as values the sink stores exactly', async () => {
+    const columns = [
+      'id INT NOT NULL PRIMARY KEY',
+      'ti TINYINT NULL',
+      'tu TINYINT UNSIGNED NULL',
+      'si SMALLINT NULL',
+      'mi MEDIUMINT NULL',
+      'ii INT NULL',
+      'iu INT UNSIGNED NULL',
+      'bi BIGINT NULL',
+      'bu BIGINT UNSIGNED NULL',
+      'de DECIMAL(65,30) NULL',
+      'd0 DECIMAL(10,0) NULL',
+      'fl FLOAT NULL',
+      'db DOUBLE NULL',
+      'da DATE NULL',
+      'dt DATETIME NULL',
+      'dt6 DATETIME(6) NULL',
+      'ts TIMESTAMP NULL',
+      'ts3 TIMESTAMP(3) NULL',
+      'ts6 TIMESTAMP(6) NULL',
+      'tm TIME NULL',
+      'tm6 TIME(6) NULL',
+      'yr YEAR NULL',
+      'js JSON NULL',
+      'b1 BIT(1) NULL',
+      'b7 BIT(7) NULL',
+      'b64 BIT(64) NULL',
+      'bn BINARY(16) NULL',
+      'vb VARBINARY(300) NULL',
+      'tb TINYBLOB NULL',
+      'bl BLOB NULL',
+      'lb LONGBLOB NULL',
+      'ch CHAR(10) NULL',
+      'vc VARCHAR(100) NULL',
+      'tx TEXT NULL',
+      "en ENUM('small','medium','large') NULL",
+      "st SET('a','b','c','d') NULL",
+      '_lww_ts BIGINT UNSIGNED NOT NULL',
+    ];
+    await conn.query(`CREATE TABLE types.all_types (${columns.join(', ')}) CHARACTER SET utf8mb4`);
+    await conn.query('CREATE TABLE types_copy.all_types LIKE types.all_types');
+    const h = collector();
+    await capture(h, { from: await currentPosition(conn), tables: ['types.all_types'] });
+    // Over 64 KiB: MySQL stores it in the large object format.
+    const largeJson = JSON.stringify(Object.fromEntries(Array.from({ length: 3000 }, (_, i) => [`key${i}`, [i, i * 1.5, `v${'x'.repeat(20)}`, { n: -i }]])));
+    const jsonDoc =
+      '{"z": [1, 2.5, -0.0, 3.0, 1e300, 1.5e-7, 123456789.125, "x\\"y", null, true, false, []], "a": {"big": 18446744073709551615, "neg": -9223372036854775808,' +
+      ' "i32": -2147483648, "u32": 4294967295, "__proto__": {"x": 1}, "1": "numeric key"}, "u": "😀 ü\\u0000\\t\\n\\u001f"}';
+    await conn.query(
+      'INSERT INTO types.all_types VALUES (1, -128, 255, -32768, -8388608, -2147483648, 4294967295, -9223372036854775808, 18446744073709551615,' +
+        " '-12345678901234567890123456789012345.123456789012345678901234567891', '9999999999', 3.40282e38, 1.7976931348623157e308," +
+        " '1000-01-01', '9999-12-31 23:59:59', '9999-12-31 23:59:59.999999', '1970-01-01 00:00:01', '2038-01-19 03:14:07.999', '2038-01-19 03:14:07.999999'," +
+        " '-838:59:59', '838:59:59.000000', 2155, ?, b'1', b'1010101', b'1111111111111111111111111111111111111111111111111111111111111111'," +
+        " X'00FF000100000000000000000000FF00', ?, ?, ?, ?, 'ab', 'emoji 😀 ünïcødé 𝄞', 'text 🧪\\nline', 'large', 'a,c,d', 1)",
+      [jsonDoc, ALL_BYTES, ALL_BYTES.subarray(0, 255), ALL_BYTES, Buffer.concat([ALL_BYTES, ALL_BYTES])],
+    );
+    await conn.query(
+      'INSERT INTO types.all_types VALUES (2, 0, 0, 0, 0, 0, 0, 9223372036854775807, 0,' +
+        " '0.000000000000000000000000000001', '-9999999999', -1.5, 0.1," +
+        " '2024-02-29', '1970-01-01 00:00:00', '2000-01-01 00:00:00.000001', '2000-06-15 12:30:45', '1970-01-01 00:00:01.001', '2024-03-31 01:30:00.000001'," +
+        " '00:00:00', '-00:00:00.000001', 1901, ?, b'0', b'0', b'0', X'', X'', X'', X'', X'', '', '', '', 'small', '', 2)",
+      [largeJson],
+    );
+    await conn.query("INSERT INTO types.all_types (id, yr, js, _lww_ts) VALUES (3, 0, '\"just a string\"', 3)");
+    await conn.query('INSERT INTO types.all_types (id, _lww_ts) VALUES (4, 4)');
+    await waitFor('four inserts', () => h.txns.length >= 4);
+    const meta = await loadTableMeta(conn, 'types', 'all_types', '_lww_ts');
+    const [selected] = await conn.query<RowDataPacket[]>('SELECT * FROM types.all_types ORDER BY id');
+    const captured = h.txns.map((t) => t.changes[0]!.after!);
+    expect(captured.map((r) => r.id)).toEqual([1, 2, 3, 4]);
+    for (const [i, row] of captured.entries()) {
+      for (const col of meta.columns) {
+        const fromBinlog = toSqlValue(col, row[col.name]);
+        const fromSelect = toSqlValue(col, selected[i]![col.name]);
+        const same =
+          col.dataType === 'float' && typeof fromBinlog === 'number' && typeof fromSelect === 'number'
+            ? Math.fround(fromBinlog) === Math.fround(fromSelect)
+            : json(fromBinlog) === json(fromSelect);
+        expect(same, `row ${i + 1}, column ${col.name}: binlog ${json(fromBinlog)} vs SELECT ${json(fromSelect)}`).toBe(true);
+      }
+    }
+    // Stored back: what capture read, written as the sink binds it, is byte-for-byte the original row.
+    const names = meta.columns.map((c) => c.name);
+    for (const row of captured) {
+      const values = meta.columns.map((col) => toSqlValue(col, row[col.name]));
+      await conn.query(`INSERT INTO types_copy.all_types (${names.map(quoteIdent).join(', ')}) VALUES (${names.map(() => '?').join(', ')})`, values);
+    }
+    const [copied] = await conn.query<RowDataPacket[]>('SELECT * FROM types_copy.all_types ORDER BY id');
+    expect(copied).toEqual(selected);
+    const checksum = async (db: string) => {
+      const [r] = await conn.query<RowDataPacket[]>(`CHECKSUM TABLE ${quoteTable(db, 'all_types')}`);
+      return r[0]!.Checksum;
+    };
+    expect(await checksum('types_copy')).toBe(await checksum('types'));
+  });
+
+  it('JSON built from typed SQL values reads as a SELECT prints it', async () => {
+    await conn.query('CREATE TABLE types.typed_json (id INT PRIMARY KEY, js JSON, _lww_ts BIGINT UNSIGNED NOT NULL)');
+    const h = collector();
+    await capture(h, { from: await currentPosition(conn), tables: ['types.typed_json'] });
+    await conn.query(
+      "INSERT INTO types.typed_json VALUES (1, JSON_OBJECT('dec', CAST(-1234567890.50 AS DECIMAL(20,2)), 'd', CAST('2024-01-02' AS DATE)," +
+        " 'dt', CAST('2024-01-02 03:04:05.5' AS DATETIME(6)), 't', CAST('-12:34:56.000001' AS TIME(6)), 'dbl', 3.0e0, 'negz', -0.0e0," +
+        " 'arr', JSON_ARRAY(1, 2.5e0, 'x', CAST(7 AS DECIMAL(3,0)))), 1)",
+    );
+    await waitFor('the insert', () => h.txns.length >= 1);
+    const [rows] = await conn.query<RowDataPacket[]>('SELECT js FROM types.typed_json');
+    expect(h.txns[0]!.changes[0]!.after!.js).toBe(rows[0]!.js);
+  });
+
+  it('captured transactions applied by the sink reproduce the table exactly', async () => {
+    const h = collector();
+    const from = await currentPosition(conn);
+    await conn.query('CREATE TABLE types.sunk LIKE types.all_types');
+    await conn.query('INSERT INTO types.sunk SELECT * FROM types.all_types');
+    await conn.query('DROP DATABASE IF EXISTS types_sink');
+    await conn.query('CREATE DATABASE types_sink CHARACTER SET utf8mb4');
+    await conn.query('CREATE TABLE types_sink.sunk LIKE types.all_types');
+    await capture(h, { from, tables: ['types.sunk'] });
+    await waitFor('the copy transaction', () => h.txns.length >= 1);
+    const sink = createSink({ target: url, metaSchema: 'lww_sink_meta', failpoints: '' });
+    try {
+      for (const txn of h.txns) await sink.write({ ...txn, changes: txn.changes.map((c) => ({ ...c, schema: 'types_sink' })) });
+      await sink.flush();
+    } finally {
+      await sink.close();
+    }
+    const [a] = await conn.query<RowDataPacket[]>('CHECKSUM TABLE types.sunk');
+    const [b] = await conn.query<RowDataPacket[]>('CHECKSUM TABLE types_sink.sunk');
+    expect(b[0]!.Checksum).toBe(a[0]!.Checksum);
+  });
+
+  it('each unsafe binlog setting is refused with its own error', async () => {
+    const settings: Array<[string, string, string]> =
+      ctx.engine === 'mysql'
+        ? [
+            ['binlog_row_image', "'MINIMAL'", "'FULL'"],
+            ['binlog_format', "'STATEMENT'", "'ROW'"],
+            ['binlog_transaction_compression', 'ON', 'OFF'],
+            ['binlog_row_value_options', "'PARTIAL_JSON'", "''"],
+          ]
+        : [
+            ['binlog_row_image', "'MINIMAL'", "'FULL'"],
+            ['binlog_format', "'STATEMENT'", "'ROW'"],
+          ];
+    for (const [name, bad, good] of settings) {
+      await conn.query(`SET GLOBAL ${name} = ${bad}`);
+      try {
+        const problems = await checkSourceSettings(conn);
+        expect(problems.map((p) => p.setting)).toEqual([name]);
+        expect(problems[0]).toBeInstanceOf(UnsafeSourceSettingError);
+        const attempt = capture(collector());
+        await expect(attempt).rejects.toThrow(UnsafeSourceError);
+        await expect(attempt).rejects.toThrow(new RegExp(`${name} is`));
+      } finally {
+        await conn.query(`SET GLOBAL ${name} = ${good}`);
+      }
+    }
+    expect(await checkSourceSettings(conn)).toEqual([]);
+  });
+});
+
+describeEachEngine('capture on a server without a binlog', { count: 1, extraArgs: ['--skip-log-bin'] }, (ctx) => {
+  it('refuses to start, naming log_bin', async () => {
+    const conn = await connect(ctx.servers[0]!.url);
+    try {
+      const problems = await checkSourceSettings(conn);
+      expect(problems.map((p) => [p.setting, p.actual])).toEqual([['log_bin', 'OFF']]);
+      await expect(startCapture({ source: ctx.servers[0]!.url, sourceId: 'A', tables: ['app'], from: 'binlog.000001:4', handler: collector() })).rejects.toThrow(
+        /log_bin is OFF/,
+      );
+    } finally {
+      await conn.end();
+    }
+  });
+});

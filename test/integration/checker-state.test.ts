@@ -1,0 +1,256 @@
+import type { Connection } from 'mysql2/promise';
+import { afterAll, beforeAll, expect, it, vi } from 'vitest';
+import { checkState, type StateFinding, type StateReport } from '../../src/checker/index.ts';
+import { run as runCheck } from '../../src/cli/commands/check.ts';
+import { connect } from '../../src/db/connection.ts';
+import { ensureMetaSchema, ensureTombstoneTable } from '../../src/install/provision.ts';
+import { tombstoneTableName } from '../../src/model/names.ts';
+import { quoteTable } from '../../src/sql/quote.ts';
+import { loadTableMeta } from '../../src/writer/table-metadata.ts';
+import { freshDatabase } from '../helpers/db.ts';
+import { describeEachEngine } from '../helpers/engines.ts';
+
+/** The same table on both nodes, except for the DECIMAL scale (equal values must still compare equal). */
+const tableDdl = (scale: 1 | 2) =>
+  `CREATE TABLE {{db}}.t (id INT NOT NULL PRIMARY KEY, v VARCHAR(40) NULL, amount DECIMAL(10,${scale}) NULL, doc JSON NULL, _lww_ts BIGINT UNSIGNED NOT NULL)`;
+
+/** Rows 1..n, identical on every node: generated on the server from a cross join of digits. */
+const fillSql = (db: string, table: string, n: number, extra = '') =>
+  `INSERT INTO ${quoteTable(db, table)} WITH d AS (SELECT 0 AS x UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4` +
+  ' UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9),' +
+  ' n AS (SELECT 1 + a.x + 10 * b.x + 100 * c.x + 1000 * e.x + 10000 * f.x + 100000 * g.x AS id FROM d a, d b, d c, d e, d f, d g)' +
+  ` SELECT id, ${extra} FROM n WHERE id <= ${n}`;
+
+const STANDARD_FILL = "CONCAT('value-', id), id / 2, JSON_OBJECT('n', id, 'tag', 'x'), 1024 * id + 1";
+
+function keyOf(f: StateFinding): string {
+  return Object.values(f.key).join('/');
+}
+
+function summary(report: StateReport): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const t of report.tables) for (const f of t.findings) out[`${t.table}:${keyOf(f)}`] = `${f.class}>${f.winner === null ? '-' : f.winner}`;
+  return out;
+}
+
+describeEachEngine('state check', 2, (ctx) => {
+  let urls: string[];
+  let conns: Connection[];
+
+  beforeAll(async () => {
+    urls = ctx.servers.map((s) => s.url);
+    conns = await Promise.all(urls.map((u) => connect(u)));
+    for (const c of conns) await ensureMetaSchema(c, 'lww_meta');
+  });
+  afterAll(async () => {
+    await Promise.all((conns ?? []).map((c) => c.end()));
+  });
+
+  /** Fresh database with table t on both nodes (DECIMAL(10,2) on A, DECIMAL(10,1) on B) and tombstone tables. */
+  async function twoNodes(db: string, ddl: (node: number) => string[] = (i) => [tableDdl(i === 0 ? 2 : 1)]): Promise<void> {
+    await Promise.all(
+      conns.map(async (c, i) => {
+        await freshDatabase(c, db, ddl(i));
+        await c.query(`DROP TABLE IF EXISTS ${quoteTable('lww_meta', tombstoneTableName(db, 't'))}`);
+        await ensureTombstoneTable(c, 'lww_meta', await loadTableMeta(c, db, 't', '_lww_ts'));
+      }),
+    );
+  }
+
+  async function onBoth(sql: string, values: unknown[] = []): Promise<void> {
+    await Promise.all(conns.map((c) => c.query(sql, values)));
+  }
+
+  it('finds each constructed divergence with its key, class and LWW winner, and nothing else', async () => {
+    const db = 'chk_div';
+    await twoNodes(db);
+    const [a, b] = conns as [Connection, Connection];
+    const t = quoteTable(db, 't');
+    const tomb = quoteTable('lww_meta', tombstoneTableName(db, 't'));
+    await onBoth(fillSql(db, 't', 6000, STANDARD_FILL));
+    // Keys below and above the first node's whole range exist only on B: the open-ended chunks cover them.
+    await b.query(`INSERT INTO ${t} VALUES (-5, 'only on B, low', NULL, NULL, 7), (100000, 'only on B, high', NULL, NULL, 8)`);
+    await b.query(`DELETE FROM ${t} WHERE id = 2`); // missing_row, A wins
+    await a.query(`DELETE FROM ${t} WHERE id = 777`); // extra_row, B wins
+    await b.query(`UPDATE ${t} SET v = 'changed' WHERE id = 1000`); // value_mismatch, same version: no winner
+    await a.query(`UPDATE ${t} SET v = 'older', _lww_ts = 5 WHERE id = 1500`); // version_mismatch, B wins
+    await b.query(`DELETE FROM ${t} WHERE id = 2000`);
+    await b.query(`INSERT INTO ${tomb} VALUES (2000, 99999999)`); // tombstone_vs_row, B wins
+    await a.query(`UPDATE ${t} SET v = NULL WHERE id = 2500`);
+    await b.query(`UPDATE ${t} SET v = '' WHERE id = 2500`); // NULL vs '': value_mismatch
+    await onBoth(`UPDATE ${t} SET amount = 1.5 WHERE id = 2600`); // 1.50 on A, 1.5 on B: equal
+    // Same JSON, other key order and spacing: MySQL normalizes it, MariaDB keeps the texts.
+    await a.query(`UPDATE ${t} SET doc = '{"tag": "x", "n": 2700}' WHERE id = 2700`);
+    await b.query(`UPDATE ${t} SET doc = '{"n":2700,"tag":"x"}' WHERE id = 2700`);
+    await a.query(`DELETE FROM ${t} WHERE id = 2800`);
+    await b.query(`DELETE FROM ${t} WHERE id = 2800`);
+    await a.query(`INSERT INTO ${tomb} VALUES (2800, 50)`);
+    await b.query(`INSERT INTO ${tomb} VALUES (2800, 60)`); // tombstone_mismatch, B wins
+    // A stale tombstone below the row's version changes nothing: not a finding.
+    await a.query(`INSERT INTO ${tomb} VALUES (2900, 3)`);
+
+    const report = await checkState({ nodes: urls, tables: [`${db}.t`], chunkSize: 500 });
+    expect(report.identical).toBe(false);
+    expect(summary(report)).toEqual({
+      'chk_div.t:-5': 'extra_row>1',
+      'chk_div.t:2': 'missing_row>0',
+      'chk_div.t:777': 'extra_row>1',
+      'chk_div.t:1000': 'value_mismatch>-',
+      'chk_div.t:1500': 'version_mismatch>1',
+      'chk_div.t:2000': 'tombstone_vs_row>1',
+      'chk_div.t:2500': 'value_mismatch>-',
+      'chk_div.t:2800': 'tombstone_mismatch>1',
+      'chk_div.t:100000': 'extra_row>1',
+    });
+    const byKey = new Map(report.tables[0]!.findings.map((f) => [keyOf(f), f]));
+    expect(byKey.get('2500')!.states.map((s) => (s.kind === 'row' ? s.values.v : s.kind))).toEqual([null, '']);
+    expect(byKey.get('1500')!.states.map((s) => (s.kind === 'absent' ? 0n : s.version))).toEqual([5n, 1024n * 1500n + 1n]);
+    expect(byKey.get('2000')!.states).toEqual([
+      { kind: 'row', version: 1024n * 2000n + 1n, values: { v: 'value-2000', amount: '1000', doc: '{"n":2000,"tag":"x"}' } },
+      { kind: 'tombstone', version: 99999999n },
+    ]);
+    const table = report.tables[0]!;
+    expect(table.counts).toEqual({ missing_row: 1, extra_row: 3, value_mismatch: 2, version_mismatch: 1, tombstone_vs_row: 1, tombstone_mismatch: 1 });
+    expect(table.notes.join('\n')).toMatch(/amount is decimal\(10,2\) on node A and decimal\(10,1\) on node B/);
+    expect(table.schemaDifferences).toEqual([]);
+    // 5998 keys on A in chunks of 500: eleven boundaries, twelve chunks, the first and last open-ended;
+    // six hold a divergence and only their rows (about 500 per node each) were read.
+    expect([table.chunks, table.chunksDiffering, table.tombstoneChunks, table.tombstoneChunksDiffering]).toEqual([12, 6, 1, 1]);
+    expect(table.rowsFetched).toBeLessThan(6 * 2 * 500 + 50);
+
+    // Every node is compared with the first: a third node equal to A adds nothing.
+    const three = await checkState({ nodes: [urls[0]!, urls[1]!, urls[0]!], tables: [`${db}.t`], chunkSize: 500 });
+    expect(summary(three)).toEqual(summary(report));
+    expect(three.tables[0]!.findings.every((f) => f.nodes[0] === 0 && f.nodes[1] === 1)).toBe(true);
+  });
+
+  it('equal data stored differently is identical without reading a row: DECIMAL scale, JSON key order, NULLs', async () => {
+    const db = 'chk_eq';
+    await twoNodes(db);
+    const t = quoteTable(db, 't');
+    await onBoth(fillSql(db, 't', 2000, "IF(id % 7 = 0, NULL, CONCAT('v', id)), IF(id % 5 = 0, NULL, id / 10), NULL, id"));
+    const [a, b] = conns as [Connection, Connection];
+    await a.query(`UPDATE ${t} SET doc = '{"b": [1, 2.5, {"z": null, "y": "é"}], "a": 1}' WHERE id <= 100`);
+    await b.query(`UPDATE ${t} SET doc = '{"a":1,"b":[1,2.5,{"y":"é","z":null}]}' WHERE id <= 100`);
+    const report = await checkState({ nodes: urls, tables: [`${db}.t`], chunkSize: 300 });
+    expect(summary(report)).toEqual({});
+    expect(report.identical).toBe(true);
+    // MariaDB: JSON_NORMALIZE on the server makes the texts equal, so no chunk is even read.
+    expect(report.totals.rowsFetched).toBe(0);
+    expect(report.tables[0]!.chunksDiffering).toBe(0);
+  });
+
+  it('every column type compares equal when the data is equal, and a change in any one column is found', async () => {
+    const db = 'chk_types';
+    const ddl =
+      'CREATE TABLE {{db}}.t (id BIGINT UNSIGNED NOT NULL, k VARCHAR(20) NOT NULL, i64 BIGINT NULL, dec65 DECIMAL(65,30) NULL, f FLOAT NULL, d DOUBLE NULL,' +
+      ' dt DATE NULL, dtm DATETIME(6) NULL, ts TIMESTAMP(6) NULL, tm TIME(6) NULL, y YEAR NULL, ch CHAR(10) NULL, tx TEXT NULL, bn BINARY(4) NULL,' +
+      " vb VARBINARY(300) NULL, js JSON NULL, en ENUM('s','m','l') NULL, st SET('a','b','c') NULL, bt BIT(64) NULL, _lww_ts BIGINT UNSIGNED NOT NULL," +
+      ' PRIMARY KEY (id, k))';
+    await twoNodes(db, () => [ddl]);
+    const t = quoteTable(db, 't');
+    const bytes = Buffer.from(Array.from({ length: 256 }, (_, i) => i));
+    await onBoth(
+      `INSERT INTO ${t} VALUES (18446744073709551615, 'é#1:x', -9223372036854775808, '12345678901234567890123456789012345.123456789012345678901234567891', 3.4e38,` +
+        " 0.1, '1000-01-01', '9999-12-31 23:59:59.999999', '2038-01-19 03:14:07.999999', '-838:59:59.000000', 2155, 'ab', 'emoji 😀', X'00FF7F80', ?," +
+        ` '{"b": [1, 2.5], "a": null}', 'l', 'a,c', b'1111111111111111111111111111111111111111111111111111111111111111', 1),` +
+        " (1, '', 0, '-0.000000000000000000000000000001', -1.17549e-38, 1e308, '2024-02-29', '1970-01-01 00:00:01.000001', '1970-01-01 00:00:01', '00:00:00.000001'," +
+        " 1901, '', '', X'00000000', X'', '[]', 's', '', b'0', 2)," +
+        " (2, 'n', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 3)",
+      [bytes],
+    );
+    const same = await checkState({ nodes: urls, tables: [`${db}.t`], chunkSize: 2 });
+    expect(same.identical).toBe(true);
+    expect(same.totals.rowsFetched).toBe(0);
+
+    await conns[1]!.query(`UPDATE ${t} SET vb = X'00', bt = b'1' WHERE id = 1`);
+    await conns[1]!.query(`UPDATE ${t} SET ts = '2038-01-19 03:14:07.999998' WHERE id = 18446744073709551615`);
+    const changed = await checkState({ nodes: urls, tables: [`${db}.t`], chunkSize: 2 });
+    expect(summary(changed)).toEqual({ 'chk_types.t:1/': 'value_mismatch>-', 'chk_types.t:18446744073709551615/é#1:x': 'value_mismatch>-' });
+    const f = changed.tables[0]!.findings.find((x) => x.key.id === '1')!;
+    const [sa, sb] = f.states;
+    expect(sa.kind === 'row' && sb.kind === 'row' && [sa.values.vb, sb.values.vb, sa.values.bt, sb.values.bt]).toEqual(['0x', '0x00', '0', '1']);
+  });
+
+  it('a block of keys only on the other node is split by that node and counted in full; findings are capped', async () => {
+    const db = 'chk_block';
+    await twoNodes(db);
+    await onBoth(fillSql(db, 't', 1000, STANDARD_FILL));
+    await conns[1]!.query(fillSql(db, 't', 6000, STANDARD_FILL).replace('WHERE id <= 6000', 'WHERE id > 1000 AND id <= 6000'));
+    const report = await checkState({ nodes: urls, tables: [`${db}.t`], chunkSize: 400, maxFindings: 50 });
+    const table = report.tables[0]!;
+    expect(table.counts.extra_row).toBe(5000);
+    expect(report.totals.findings).toBe(5000);
+    expect(table.findings).toHaveLength(50);
+    expect(table.findingsTruncated).toBe(true);
+    // Rows are read chunk by chunk of the larger node, never the whole block at once.
+    expect(table.rowsFetched).toBeLessThan(5000 + 3 * 400);
+  });
+
+  it('checks the registered tables by default and reports a table missing on a node', async () => {
+    const db = 'chk_reg';
+    await twoNodes(db);
+    await onBoth(fillSql(db, 't', 100, STANDARD_FILL));
+    await conns[0]!.query(`CREATE TABLE ${quoteTable(db, 'only_a')} (id INT PRIMARY KEY, _lww_ts BIGINT UNSIGNED NOT NULL)`);
+    await conns[0]!.query('DELETE FROM lww_meta.tables');
+    await conns[0]!.query(
+      'INSERT INTO lww_meta.tables (schema_name, table_name, tombstone_table, version_column) VALUES (?, ?, ?, ?), (?, ?, ?, ?)',
+      [db, 't', tombstoneTableName(db, 't'), '_lww_ts', db, 'only_a', tombstoneTableName(db, 'only_a'), '_lww_ts'],
+    );
+    const report = await checkState({ nodes: urls });
+    expect(report.tables.map((t) => t.table)).toEqual([`${db}.only_a`, `${db}.t`]);
+    expect(report.tables[0]!.schemaDifferences).toEqual(['table does not exist on node B']);
+    expect(report.tables[1]!.findings).toEqual([]);
+    expect(report.identical).toBe(false);
+    await conns[0]!.query('DELETE FROM lww_meta.tables');
+  });
+
+  it('an identical 200,000-row table is reported identical without fetching a row', async () => {
+    const db = 'chk_big';
+    await twoNodes(db);
+    await onBoth(fillSql(db, 't', 200_000, STANDARD_FILL));
+    const started = Date.now();
+    const report = await checkState({ nodes: urls, tables: [`${db}.t`] });
+    const seconds = (Date.now() - started) / 1000;
+    console.log(`[${ctx.engine}] 200,000 identical rows checked in ${seconds.toFixed(2)} s, ${report.totals.chunks} chunks`);
+    expect(report.identical).toBe(true);
+    expect(report.totals.rowsFetched).toBe(0);
+    expect(report.tables[0]!.chunks).toBe(21);
+  });
+
+  it('the check command exits 0 when identical, 1 on differences, 2 when it cannot run', async () => {
+    const db = 'chk_cli';
+    await twoNodes(db);
+    await onBoth(fillSql(db, 't', 50, STANDARD_FILL));
+    const out: string[] = [];
+    const err: string[] = [];
+    const log = vi.spyOn(console, 'log').mockImplementation((...args: unknown[]) => void out.push(args.join(' ')));
+    const error = vi.spyOn(console, 'error').mockImplementation((...args: unknown[]) => void err.push(args.join(' ')));
+    try {
+      const nodes = urls.flatMap((u) => ['--node', u]);
+      expect(await runCheck([...nodes, '--tables', `${db}.t`])).toBe(0);
+      expect(out.join('\n')).toMatch(/identical: 1 table/);
+
+      await conns[1]!.query(`UPDATE ${quoteTable(db, 't')} SET v = 'drift' WHERE id = 7`);
+      out.length = 0;
+      expect(await runCheck([...nodes, '--tables', `${db}.t`, '--chunk-size', '10'])).toBe(1);
+      expect(out.join('\n')).toMatch(/id=7 +row @7169 v="value-7" +B: row @7169 v="drift" +value_mismatch +none/);
+      out.length = 0;
+      expect(await runCheck([...nodes, '--tables', `${db}.t`, '--json'])).toBe(1);
+      const json = JSON.parse(out.join('\n'));
+      expect(json.tables[0].findings[0]).toMatchObject({ key: { id: '7' }, class: 'value_mismatch', states: [{ version: '7169' }, { version: '7169' }] });
+
+      expect(await runCheck(['--node', urls[0]!])).toBe(2);
+      expect(await runCheck([...nodes, '--chunk-size', 'lots'])).toBe(2);
+      expect(await runCheck([...nodes, '--bogus'])).toBe(2);
+      expect(await runCheck([...nodes, '--tables', 'no_dot'])).toBe(2);
+      err.length = 0;
+      expect(await runCheck(['--node', urls[0]!, '--node', 'mysql://root:secret@127.0.0.1:1/'])).toBe(2);
+      expect(err.join('\n')).toMatch(/node B \(mysql:\/\/root:\*\*\*@127\.0\.0\.1:1\/\): cannot connect: .*ECONNREFUSED/);
+      expect(err.join('\n')).not.toContain('secret');
+    } finally {
+      log.mockRestore();
+      error.mockRestore();
+    }
+  });
+});

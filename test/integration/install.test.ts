@@ -1,0 +1,294 @@
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import type { Connection, RowDataPacket } from 'mysql2/promise';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { connect } from '../../src/db/connection.ts';
+import { InstallRefusedError, NodeIdConflictError, UnsupportedTableError } from '../../src/errors.ts';
+import { checkAutoIncrementCollisions } from '../../src/install/auto-increment.ts';
+import { install, uninstall } from '../../src/install/install.ts';
+import { tombstoneTableName } from '../../src/model/names.ts';
+import { makeVersion, nextVersion, nodeIdOf, physicalMicrosOf } from '../../src/model/version.ts';
+import { describeEachEngine } from '../helpers/engines.ts';
+
+const execFileAsync = promisify(execFile);
+const NODE = 5;
+const WEIRD = 'we`ird tâble';
+const T = '`app`.`we``ird tâble`';
+const TOMB = `\`lww_meta\`.\`${tombstoneTableName('app', WEIRD).replaceAll('`', '``')}\``;
+
+async function rows(conn: Connection, sql: string, params: unknown[] = []): Promise<RowDataPacket[]> {
+  const [r] = await conn.query<RowDataPacket[]>(sql, params);
+  return r;
+}
+
+async function versionOf(conn: Connection, region: string, id: number): Promise<bigint | undefined> {
+  const r = await rows(conn, `SELECT _lww_ts AS v FROM ${T} WHERE region = ? AND id = ?`, [region, id]);
+  return r.length === 0 ? undefined : BigInt(r[0]!.v);
+}
+
+async function tombstoneOf(conn: Connection, region: string, id: number): Promise<bigint | undefined> {
+  const r = await rows(conn, `SELECT _lww_ts AS v FROM ${TOMB} WHERE region = ? AND id = ?`, [region, id]);
+  return r.length === 0 ? undefined : BigInt(r[0]!.v);
+}
+
+async function showCreateTable(conn: Connection, table: string): Promise<string> {
+  return String((await rows(conn, `SHOW CREATE TABLE ${table}`))[0]!['Create Table']);
+}
+
+/** Everything install could touch, to compare before and after a second run. */
+async function snapshot(conn: Connection): Promise<unknown> {
+  const triggers = await rows(
+    conn,
+    "SELECT TRIGGER_NAME, ACTION_TIMING, EVENT_MANIPULATION, CREATED FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = 'app' ORDER BY TRIGGER_NAME",
+  );
+  return {
+    tables: [await showCreateTable(conn, T), await showCreateTable(conn, '`app`.`versioned`'), await showCreateTable(conn, TOMB)],
+    triggers,
+    rows: await rows(conn, `SELECT * FROM ${T} ORDER BY region, id`),
+    versioned: await rows(conn, 'SELECT * FROM `app`.`versioned` ORDER BY id'),
+    tombstones: await rows(conn, `SELECT * FROM ${TOMB} ORDER BY region, id`),
+    registry: await rows(conn, 'SELECT * FROM `lww_meta`.`tables` ORDER BY schema_name, table_name'),
+    node: await rows(conn, 'SELECT node_id FROM `lww_meta`.`node`'),
+  };
+}
+
+/** Asserts a version is this node's and its physical part is within a second of the wall clock. */
+function expectFreshLocalVersion(v: bigint | undefined, before: number, after: number): void {
+  expect(v).toBeDefined();
+  expect(nodeIdOf(v!)).toBe(NODE);
+  const micros = physicalMicrosOf(v!);
+  expect(micros).toBeGreaterThanOrEqual(BigInt(before - 1000) * 1000n);
+  expect(micros).toBeLessThanOrEqual(BigInt(after + 1000) * 1000n);
+}
+
+describeEachEngine('install and uninstall', 1, (ctx) => {
+  let url = '';
+  let conn: Connection;
+  let originalWeird = '';
+  let originalVersioned = '';
+
+  beforeAll(async () => {
+    url = ctx.servers[0]!.url;
+    conn = await connect(url);
+    await conn.query('CREATE DATABASE app CHARACTER SET utf8mb4');
+    await conn.query(
+      `CREATE TABLE ${T} (region VARCHAR(8) NOT NULL, id INT NOT NULL, name VARCHAR(32) NULL, qty INT NOT NULL DEFAULT 0, PRIMARY KEY (region, id)) ENGINE=InnoDB`,
+    );
+    await conn.query(`INSERT INTO ${T} (region, id, name) VALUES ('eu', 1, 'old-1'), ('eu', 2, 'old-2'), ('us', 1, 'old-3')`);
+    await conn.query(
+      'CREATE TABLE `app`.`versioned` (id INT NOT NULL PRIMARY KEY, _lww_ts BIGINT UNSIGNED NOT NULL DEFAULT 0, note TEXT) ENGINE=InnoDB',
+    );
+    await conn.query("INSERT INTO `app`.`versioned` (id, note) VALUES (1, 'a')");
+    await conn.query('CREATE TABLE `app`.`nopk` (a INT, b INT) ENGINE=InnoDB');
+    await conn.query('CREATE DATABASE cli_db');
+    await conn.query('CREATE TABLE cli_db.t (id INT NOT NULL AUTO_INCREMENT PRIMARY KEY, v INT) ENGINE=InnoDB');
+    originalWeird = await showCreateTable(conn, T);
+    originalVersioned = await showCreateTable(conn, '`app`.`versioned`');
+  });
+
+  afterAll(async () => {
+    await conn?.end();
+  });
+
+  it('refuses a table without a primary key, naming it, before changing anything', async () => {
+    const attempt = install({ url, nodeId: NODE, tables: [`\`app\`.\`${WEIRD.replaceAll('`', '``')}\``, 'app.nopk'] });
+    await expect(attempt).rejects.toThrow(UnsupportedTableError);
+    await expect(attempt).rejects.toThrow(/app\.nopk cannot be replicated: it has no primary key/);
+    const several = install({ url, nodeId: NODE, tables: ['app.nopk', 'app.missing', 'app.versioned'] });
+    await expect(several).rejects.toThrow(InstallRefusedError);
+    await expect(several).rejects.toThrow(/app\.nopk cannot be replicated[\s\S]*table app\.missing does not exist/);
+    expect(await rows(conn, "SELECT 1 FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = 'lww_meta'")).toHaveLength(0);
+    expect(await showCreateTable(conn, T)).toBe(originalWeird);
+  });
+
+  it('adds the version column and backfills existing rows with a version of this node', async () => {
+    const before = Date.now();
+    const result = await install({ url, nodeId: NODE, tables: [{ schema: 'app', table: WEIRD }, 'app.versioned'] });
+    const after = Date.now();
+    expect(result.recordedNodeId).toBe(true);
+    expect(result.tables.map((t) => [t.table, t.changes.addedVersionColumn, t.changes.backfilledRows, t.changes.triggers.length])).toEqual([
+      [WEIRD, true, 3, 3],
+      ['versioned', false, 1, 3],
+    ]);
+    expect(await showCreateTable(conn, T)).toMatch(/`_lww_ts` bigint(\(20\))? unsigned NOT NULL DEFAULT '?0'?/);
+    for (const [region, id] of [['eu', 1], ['eu', 2], ['us', 1]] as const) {
+      expectFreshLocalVersion(await versionOf(conn, region, id), before, after);
+    }
+    const registry = await rows(conn, 'SELECT table_name, added_version_column FROM lww_meta.`tables` ORDER BY table_name');
+    expect(registry.map((r) => [r.table_name, Number(r.added_version_column)])).toEqual([
+      ['versioned', 0],
+      [WEIRD, 1],
+    ]);
+    expect(Number((await rows(conn, 'SELECT node_id FROM lww_meta.node'))[0]!.node_id)).toBe(NODE);
+  });
+
+  it('stamps a local insert with this node id and the current time', async () => {
+    const before = Date.now();
+    await conn.query(`INSERT INTO ${T} (region, id, name) VALUES ('eu', 10, 'new')`);
+    expectFreshLocalVersion(await versionOf(conn, 'eu', 10), before, Date.now());
+  });
+
+  it('computes versions with exact 64-bit integer math', async () => {
+    // A clock whose microseconds do not survive a trip through a double (2^60 < version < 2^64).
+    await conn.query('SET TIMESTAMP = 1999999999.999999');
+    await conn.query(`INSERT INTO ${T} (region, id) VALUES ('zz', 1)`);
+    expect(await versionOf(conn, 'zz', 1)).toBe(makeVersion(1999999999999999n, NODE));
+    // An old version near 2^63, planted as the sink would: the update goes exactly one tick above it.
+    const planted = (1n << 63n) + 5000n;
+    await conn.query('SET @lww_apply = 1');
+    await conn.query(`UPDATE ${T} SET _lww_ts = ? WHERE region = 'zz' AND id = 1`, [planted.toString()]);
+    await conn.query('SET @lww_apply = NULL');
+    await conn.query(`UPDATE ${T} SET qty = 1 WHERE region = 'zz' AND id = 1`);
+    expect(await versionOf(conn, 'zz', 1)).toBe(nextVersion(planted, 1999999999999999n, NODE));
+    expect(await versionOf(conn, 'zz', 1)).toBe((1n << 63n) + 5n * 1024n + BigInt(NODE));
+    await conn.query(`DELETE FROM ${T} WHERE region = 'zz'`);
+    expect(await tombstoneOf(conn, 'zz', 1)).toBe((1n << 63n) + 6n * 1024n + BigInt(NODE));
+    await conn.query('SET TIMESTAMP = DEFAULT');
+    await conn.query('SET @lww_apply = 1');
+    await conn.query(`DELETE FROM ${TOMB} WHERE region = 'zz'`);
+    await conn.query('SET @lww_apply = NULL');
+  });
+
+  it('an update gets a greater version than the old one even with the clock 5 s behind', async () => {
+    const old = (await versionOf(conn, 'eu', 10))!;
+    const skewed = Math.floor(Date.now() / 1000) - 5;
+    await conn.query('SET TIMESTAMP = ?', [skewed]);
+    await conn.query(`UPDATE ${T} SET name = 'skewed' WHERE region = 'eu' AND id = 10`);
+    await conn.query('SET TIMESTAMP = DEFAULT');
+    const v = (await versionOf(conn, 'eu', 10))!;
+    expect(v).toBeGreaterThan(old);
+    expect(v).toBe(nextVersion(old, BigInt(skewed) * 1_000_000n, NODE));
+    expect(physicalMicrosOf(v)).toBe(physicalMicrosOf(old) + 1n);
+  });
+
+  it('a delete writes a tombstone above the row, and a re-insert goes above the tombstone', async () => {
+    const rowVersion = (await versionOf(conn, 'eu', 10))!;
+    const before = Date.now();
+    await conn.query(`DELETE FROM ${T} WHERE region = 'eu' AND id = 10`);
+    const tomb = (await tombstoneOf(conn, 'eu', 10))!;
+    expect(tomb).toBeGreaterThan(rowVersion);
+    expect(nodeIdOf(tomb)).toBe(NODE);
+    expect(physicalMicrosOf(tomb)).toBeGreaterThanOrEqual(BigInt(before - 1000) * 1000n);
+    await conn.query('SET TIMESTAMP = UNIX_TIMESTAMP() - 5');
+    await conn.query(`INSERT INTO ${T} (region, id, name) VALUES ('eu', 10, 'again')`);
+    await conn.query('SET TIMESTAMP = DEFAULT');
+    const v = (await versionOf(conn, 'eu', 10))!;
+    expect(v).toBe(nextVersion(tomb, 0n, NODE));
+  });
+
+  it('a primary-key change writes a tombstone for the old key with the new row’s version', async () => {
+    await conn.query(`UPDATE ${T} SET id = 20 WHERE region = 'eu' AND id = 2`);
+    const moved = (await versionOf(conn, 'eu', 20))!;
+    expect(await versionOf(conn, 'eu', 2)).toBeUndefined();
+    expect(await tombstoneOf(conn, 'eu', 2)).toBe(moved);
+    // Moving onto a tombstoned key goes above that tombstone too.
+    const tomb10 = (await tombstoneOf(conn, 'eu', 10))!;
+    await conn.query(`DELETE FROM ${T} WHERE region = 'eu' AND id = 10`);
+    const tomb10After = (await tombstoneOf(conn, 'eu', 10))!;
+    expect(tomb10After).toBeGreaterThan(tomb10);
+    await conn.query('SET TIMESTAMP = UNIX_TIMESTAMP() - 5');
+    await conn.query(`UPDATE ${T} SET id = 10 WHERE region = 'eu' AND id = 20`);
+    await conn.query('SET TIMESTAMP = DEFAULT');
+    const landed = (await versionOf(conn, 'eu', 10))!;
+    expect(landed).toBeGreaterThan(tomb10After);
+    expect(landed).toBeGreaterThan(moved);
+    expect(await tombstoneOf(conn, 'eu', 20)).toBe(landed);
+  });
+
+  it('REPLACE stays above the tombstone of the row it replaces', async () => {
+    const old = (await versionOf(conn, 'us', 1))!;
+    await conn.query(`REPLACE INTO ${T} (region, id, name) VALUES ('us', 1, 'replaced')`);
+    const v = (await versionOf(conn, 'us', 1))!;
+    const tomb = (await tombstoneOf(conn, 'us', 1))!;
+    expect(tomb).toBeGreaterThan(old);
+    expect(v).toBeGreaterThan(tomb);
+  });
+
+  it('with @lww_apply set, writes keep their version and leave no tombstone', async () => {
+    await conn.query('SET @lww_apply = 1');
+    try {
+      await conn.query(`INSERT INTO ${T} (region, id, name, _lww_ts) VALUES ('ap', 1, 'x', 12345)`);
+      expect(await versionOf(conn, 'ap', 1)).toBe(12345n);
+      await conn.query(`UPDATE ${T} SET name = 'y', _lww_ts = 12346 WHERE region = 'ap'`);
+      expect(await versionOf(conn, 'ap', 1)).toBe(12346n);
+      await conn.query(`UPDATE ${T} SET id = 2 WHERE region = 'ap'`);
+      await conn.query(`DELETE FROM ${T} WHERE region = 'ap'`);
+      expect(await rows(conn, `SELECT * FROM ${TOMB} WHERE region = 'ap'`)).toHaveLength(0);
+    } finally {
+      await conn.query('SET @lww_apply = NULL');
+    }
+  });
+
+  it('a second install changes nothing', async () => {
+    const before = await snapshot(conn);
+    const result = await install({ url, nodeId: NODE, tables: [`app.${WEIRD}`, 'app.versioned'] });
+    expect(result.recordedNodeId).toBe(false);
+    for (const t of result.tables) {
+      expect(t.changes).toEqual({ registered: false, addedVersionColumn: false, triggers: [], backfilledRows: 0 });
+    }
+    expect(await snapshot(conn)).toEqual(before);
+  });
+
+  it('install replaces a trigger whose text is outdated', async () => {
+    await conn.query('DROP TRIGGER `app`.`lww_bi__versioned`');
+    await conn.query('CREATE TRIGGER `app`.`lww_bi__versioned` BEFORE INSERT ON `app`.`versioned` FOR EACH ROW SET NEW._lww_ts = 1');
+    const result = await install({ url, nodeId: NODE, tables: ['app.versioned'] });
+    expect(result.tables[0]!.changes.triggers).toEqual(['lww_bi__versioned']);
+    const before = Date.now();
+    await conn.query("INSERT INTO `app`.`versioned` (id, note) VALUES (2, 'b')");
+    const [row] = await rows(conn, 'SELECT _lww_ts AS v FROM `app`.`versioned` WHERE id = 2');
+    expectFreshLocalVersion(BigInt(row!.v), before, Date.now());
+    expect((await install({ url, nodeId: NODE, tables: ['app.versioned'] })).tables[0]!.changes.triggers).toEqual([]);
+  });
+
+  it('refuses a second install with a different node id', async () => {
+    const attempt = install({ url, nodeId: NODE + 1, tables: ['app.versioned'] });
+    await expect(attempt).rejects.toThrow(NodeIdConflictError);
+    await expect(attempt).rejects.toThrow(`node id ${NODE} is already recorded on this server; uninstall first`);
+  });
+
+  it('warns when two nodes can hand out the same AUTO_INCREMENT ids', async () => {
+    // The same server twice: identical settings, so every AUTO_INCREMENT table collides.
+    const warnings = await checkAutoIncrementCollisions([url, conn], { tables: [{ schema: 'cli_db', table: 't' }] });
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatch(/auto_increment_increment=1, auto_increment_offset=1.*cli_db\.t/);
+    expect(await checkAutoIncrementCollisions([url, conn], { tables: [{ schema: 'app', table: 'versioned' }] })).toEqual([]);
+  });
+
+  it('installs and uninstalls a schema from the command line', async () => {
+    const cli = ['--import', 'tsx', 'src/cli/main.ts'];
+    const bad = await execFileAsync(process.execPath, [...cli, 'install', '--url', url, '--node-id', '2000', '--schema', 'cli_db']).catch(
+      (e: { code: number; stderr: string }) => e,
+    );
+    expect(bad).toMatchObject({ code: 2 });
+    expect((bad as { stderr: string }).stderr).toContain('--node-id must be an integer in 0..1023');
+
+    const { stdout } = await execFileAsync(process.execPath, [...cli, 'install', '--url', url, '--node-id', String(NODE), '--schema', 'cli_db', '--json']);
+    const result = JSON.parse(stdout);
+    expect(result.tables.map((t: { table: string }) => t.table)).toEqual(['t']);
+    expect(result.tables[0].changes.addedVersionColumn).toBe(true);
+    expect(await rows(conn, "SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = 'cli_db'")).toHaveLength(3);
+
+    const un = await execFileAsync(process.execPath, [...cli, 'uninstall', '--url', url, '--schema', 'cli_db']);
+    expect(un.stdout).toContain('cli_db.t: uninstalled');
+    expect(await rows(conn, "SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = 'cli_db'")).toHaveLength(0);
+    expect(await showCreateTable(conn, 'cli_db.t')).not.toContain('_lww_ts');
+  });
+
+  it('uninstall removes exactly what install added and then the metadata schema', async () => {
+    const result = await uninstall({ url, tables: [`app.${WEIRD}`, 'app.versioned'] });
+    expect(result.droppedMetaSchema).toBe(true);
+    expect(result.tables.map((t) => [t.table, t.droppedTriggers.length, t.droppedVersionColumn])).toEqual([
+      [WEIRD, 3, true],
+      ['versioned', 3, false],
+    ]);
+    expect(await showCreateTable(conn, T)).toBe(originalWeird);
+    expect(await showCreateTable(conn, '`app`.`versioned`')).toBe(originalVersioned);
+    expect(await rows(conn, "SELECT 1 FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = 'app'")).toHaveLength(0);
+    expect(await rows(conn, "SELECT 1 FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = 'lww_meta'")).toHaveLength(0);
+    // Uninstalled, a different node id is accepted again.
+    await install({ url, nodeId: NODE + 1, tables: ['app.versioned'] });
+    await uninstall({ url, schema: 'app' });
+    expect(await rows(conn, "SELECT 1 FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = 'lww_meta'")).toHaveLength(0);
+  });
+});

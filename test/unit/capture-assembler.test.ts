@@ -1,0 +1,232 @@
+import { describe, expect, it } from 'vitest';
+import { type AssembledItem, type CaptureEvent, TransactionAssembler } from '../../src/capture/assembler.ts';
+import { tableFilter } from '../../src/capture/filter.ts';
+import { decimalText, formatDouble, mysqlJsonToText } from '../../src/capture/mysql-json.ts';
+import { normalizeRow } from '../../src/capture/values.ts';
+import { CaptureError, MissingTombstoneError, UnsupportedTableError } from '../../src/errors.ts';
+
+const V1 = '1844674407370955161'; // above 2^53: zongji hands it over as a decimal string
+
+function assembler(tables: string[] = ['app']): TransactionAssembler {
+  const a = new TransactionAssembler({ sourceId: 'A', tables: tableFilter(tables), metaSchema: 'lww_meta', versionColumn: '_lww_ts' });
+  a.resumeFrom({ file: 'binlog.000001', offset: 100 });
+  return a;
+}
+
+function feed(a: TransactionAssembler, events: CaptureEvent[]): AssembledItem[] {
+  return events.flatMap((e) => a.push(e));
+}
+
+const insert = (schema: string, table: string, ...rows: Array<Record<string, unknown>>): CaptureEvent => ({ type: 'rows', schema, table, op: 'insert', rows, bytes: 10 });
+const del = (schema: string, table: string, ...rows: Array<Record<string, unknown>>): CaptureEvent => ({ type: 'rows', schema, table, op: 'delete', rows, bytes: 10 });
+const update = (schema: string, table: string, before: Record<string, unknown>, after: Record<string, unknown>): CaptureEvent => ({
+  type: 'rows',
+  schema,
+  table,
+  op: 'update',
+  rows: [{ before, after }],
+  bytes: 10,
+});
+
+describe('grouping binlog events into transactions', () => {
+  it('a transaction with inserts, updates and deletes on two tables becomes one SourceTransaction', () => {
+    const a = assembler();
+    const items = feed(a, [
+      { type: 'begin' },
+      insert('app', 't1', { id: 1, v: 'a', _lww_ts: V1 }),
+      update('app', 't2', { k: 'x', n: 1, _lww_ts: 5 }, { k: 'x', n: 2, _lww_ts: 9 }),
+      del('app', 't1', { id: 7, v: 'old', _lww_ts: 3 }),
+      insert('lww_meta', 'tomb__app__t1', { id: 7, _lww_ts: 11 }),
+      { type: 'commit', nextPosition: 500 },
+    ]);
+    expect(items).toHaveLength(1);
+    const item = items[0]!;
+    expect(item.kind).toBe('transaction');
+    if (item.kind !== 'transaction') return;
+    expect(item.txn.sourceId).toBe('A');
+    expect(item.txn.position).toBe('binlog.000001:500');
+    expect(item.txn.changes).toEqual([
+      { schema: 'app', table: 't1', op: 'insert', after: { id: 1, v: 'a', _lww_ts: V1 }, version: BigInt(V1) },
+      { schema: 'app', table: 't2', op: 'update', before: { k: 'x', n: 1, _lww_ts: 5 }, after: { k: 'x', n: 2, _lww_ts: 9 }, version: 9n },
+      { schema: 'app', table: 't1', op: 'delete', before: { id: 7, v: 'old', _lww_ts: 3 }, version: 11n },
+    ]);
+    expect(a.position).toBe('binlog.000001:500');
+  });
+
+  it('a delete takes the highest tombstone version written for its key, also when the tombstone was updated', () => {
+    const a = assembler();
+    const items = feed(a, [
+      { type: 'begin' },
+      del('app', 't', { a: 1, b: Buffer.from([0, 255]), _lww_ts: 3 }, { a: 2, b: Buffer.from([1]), _lww_ts: 3 }),
+      update('lww_meta', 'tomb__app__t', { a: 1, b: Buffer.from([0, 255]), _lww_ts: 4 }, { a: 1, b: Buffer.from([0, 255]), _lww_ts: 40 }),
+      insert('lww_meta', 'tomb__app__t', { a: 2, b: Buffer.from([1]), _lww_ts: 41 }),
+      { type: 'commit', nextPosition: 900 },
+    ]);
+    const txn = items[0]!.kind === 'transaction' ? items[0]!.txn : undefined;
+    expect(txn?.changes.map((c) => c.version)).toEqual([40n, 41n]);
+  });
+
+  it('a delete without a tombstone in its transaction is refused, naming the table', () => {
+    const a = assembler();
+    const run = () => feed(a, [{ type: 'begin' }, del('app', 't', { id: 1, _lww_ts: 3 }), { type: 'commit', nextPosition: 200 }]);
+    expect(run).toThrow(MissingTombstoneError);
+    expect(run).toThrow(/app\.t .*lww_meta\.tomb__app__t.*triggers/);
+  });
+
+  it('a delete whose key has no tombstone row (another key has one) is refused', () => {
+    const a = assembler();
+    expect(() =>
+      feed(a, [
+        { type: 'begin' },
+        del('app', 't', { id: 1, _lww_ts: 3 }),
+        insert('lww_meta', 'tomb__app__t', { id: 2, _lww_ts: 9 }),
+        { type: 'commit', nextPosition: 200 },
+      ]),
+    ).toThrow(MissingTombstoneError);
+  });
+
+  it('a row without the version column is refused, naming the table', () => {
+    const a = assembler();
+    expect(() => feed(a, [{ type: 'begin' }, insert('app', 'plain', { id: 1 })])).toThrow(UnsupportedTableError);
+  });
+
+  it('a transaction that touched the checkpoint table is dropped whole', () => {
+    const a = assembler();
+    const items = feed(a, [
+      { type: 'begin' },
+      insert('app', 't', { id: 1, _lww_ts: 5 }),
+      update('lww_meta', 'checkpoints', { source_id: 'B', position: 'x' }, { source_id: 'B', position: 'y' }),
+      { type: 'commit', nextPosition: 300 },
+    ]);
+    expect(items).toEqual([{ kind: 'dropped', position: 'binlog.000001:300' }]);
+  });
+
+  it('metadata rows are never emitted and transactions with nothing captured are skipped', () => {
+    const a = assembler(['app.t']);
+    const items = feed(a, [
+      { type: 'begin' },
+      insert('other', 't', { id: 1, _lww_ts: 5 }),
+      insert('app', 'not_captured', { id: 1, _lww_ts: 5 }),
+      insert('lww_meta', 'tomb__app__t', { id: 1, _lww_ts: 5 }),
+      { type: 'commit', nextPosition: 300 },
+    ]);
+    expect(items).toEqual([{ kind: 'skipped', position: 'binlog.000001:300' }]);
+  });
+
+  it('a COMMIT query ends a transaction like an XID event, and positions follow rotations', () => {
+    const a = assembler();
+    const items = feed(a, [
+      { type: 'rotate', file: 'binlog.000002', offset: 4 },
+      { type: 'query', query: 'BEGIN', schema: 'app', nextPosition: 150 },
+      insert('app', 't', { id: 1, _lww_ts: 5 }),
+      { type: 'query', query: 'COMMIT', schema: 'app', nextPosition: 250 },
+    ]);
+    expect(items.map((i) => (i.kind === 'transaction' ? i.txn.position : i.kind))).toEqual(['binlog.000002:250']);
+  });
+
+  it('DDL on a captured table is reported with the position after it; DDL elsewhere is skipped', () => {
+    const a = assembler(['app.t']);
+    const items = feed(a, [
+      { type: 'query', query: 'ALTER TABLE `t` ADD COLUMN c INT', schema: 'app', nextPosition: 400 },
+      { type: 'query', query: 'ALTER TABLE other.t ADD COLUMN c INT', schema: 'app', nextPosition: 500 },
+      { type: 'query', query: 'RENAME TABLE app.t TO app.t_old, app.t_new TO app.t', schema: '', nextPosition: 600 },
+    ]);
+    expect(items).toEqual([
+      { kind: 'schema', change: { schema: 'app', table: 't', kind: 'alter_table', query: 'ALTER TABLE `t` ADD COLUMN c INT', position: 'binlog.000001:400' } },
+      { kind: 'skipped', position: 'binlog.000001:500' },
+      {
+        kind: 'schema',
+        change: { schema: 'app', table: 't', kind: 'rename_table', query: 'RENAME TABLE app.t TO app.t_old, app.t_new TO app.t', position: 'binlog.000001:600' },
+      },
+    ]);
+  });
+
+  it('a heartbeat between transactions is a keepalive; inside one it is ignored', () => {
+    const a = assembler();
+    expect(feed(a, [{ type: 'heartbeat', file: 'binlog.000001', nextPosition: 100 }])).toEqual([{ kind: 'keepalive', position: 'binlog.000001:100' }]);
+    expect(feed(a, [{ type: 'begin' }, { type: 'heartbeat', file: 'binlog.000001', nextPosition: 100 }])).toEqual([]);
+  });
+
+  it('an XA transaction on captured tables stops capture instead of guessing', () => {
+    const a = assembler();
+    expect(() =>
+      feed(a, [
+        { type: 'query', query: "XA START 'x'", schema: '', nextPosition: 0 },
+        insert('app', 't', { id: 1, _lww_ts: 5 }),
+        { type: 'query', query: "XA END 'x'", schema: '', nextPosition: 0 },
+        { type: 'xa_prepare', nextPosition: 700 },
+      ]),
+    ).toThrow(CaptureError);
+  });
+
+  it('a half-read transaction is forgotten on reset, and the position stays at the last boundary', () => {
+    const a = assembler();
+    feed(a, [{ type: 'begin' }, insert('app', 't', { id: 1, _lww_ts: 5 }), { type: 'commit', nextPosition: 300 }]);
+    feed(a, [{ type: 'begin' }, insert('app', 't', { id: 2, _lww_ts: 6 })]);
+    a.reset();
+    expect(a.position).toBe('binlog.000001:300');
+    expect(a.inTransaction).toBe(false);
+    const items = feed(a, [{ type: 'rotate', file: 'binlog.000001', offset: 300 }, { type: 'begin' }, insert('app', 't', { id: 2, _lww_ts: 6 }), { type: 'commit', nextPosition: 400 }]);
+    expect(items).toHaveLength(1);
+  });
+});
+
+describe('captured values', () => {
+  it('YEAR 0000 comes back as 0, the invalid ENUM value as empty, buffers are copied, other values stay', () => {
+    const packet = Buffer.from([1, 2, 3, 4]);
+    const row = normalizeRow({ y: 1900, y2: 2155, b: packet.subarray(1, 3), s: 'x', n: null, e: undefined }, [
+      { name: 'e', type: 247 },
+      { name: 'y', type: 13 },
+      { name: 'y2', type: 13 },
+      { name: 'b', type: 252 },
+      { name: 's', type: 15 },
+      { name: 'n', type: 3 },
+    ]);
+    expect(row).toEqual({ y: 0, y2: 2155, b: Buffer.from([2, 3]), s: 'x', n: null, e: '' });
+    packet[1] = 99;
+    expect(row.b).toEqual(Buffer.from([2, 3]));
+  });
+});
+
+describe('MySQL binary JSON as text', () => {
+  const f64 = (d: number) => {
+    const b = Buffer.alloc(8);
+    b.writeDoubleLE(d);
+    return [...b];
+  };
+
+  it('renders objects with inlined scalars and keys in stored order', () => {
+    // {"a": 1}: count, size, key entry (offset, length), value entry (INT16 inlined), key bytes.
+    const doc = Buffer.from([0x00, 1, 0, 12, 0, 11, 0, 1, 0, 0x05, 1, 0, 0x61]);
+    expect(mysqlJsonToText(doc)).toBe('{"a": 1}');
+  });
+
+  it('keeps doubles recognizable as doubles, including -0.0 and integral values', () => {
+    const arr = (d: number) => Buffer.from([0x02, 1, 0, 15, 0, 0x0b, 7, 0, ...f64(d)]);
+    expect(mysqlJsonToText(arr(3))).toBe('[3.0]');
+    expect(mysqlJsonToText(arr(-0))).toBe('[-0.0]');
+    expect(mysqlJsonToText(arr(1.5e-7))).toBe('[0.00000015]');
+    expect(mysqlJsonToText(Buffer.alloc(0))).toBe('null');
+  });
+
+  it('prints doubles the way MySQL 9.7 does', () => {
+    const cases: Array<[number, string]> = [
+      [0.1, '0.1'],
+      [1e14, '100000000000000.0'],
+      [1e15, '1e15'],
+      [1234567890123456.8, '1234567890123456.8'],
+      [1.2345678901234568e17, '1.2345678901234568e17'],
+      [1e-14 * 1.5, '0.000000000000015'],
+      [1e-15, '0.000000000000001'],
+      [1e-16, '1e-16'],
+      [5e-324, '5e-324'],
+      [-2.5, '-2.5'],
+    ];
+    for (const [d, text] of cases) expect(formatDouble(d)).toBe(text);
+  });
+
+  it('reads binary DECIMAL values with their scale', () => {
+    expect(decimalText(Buffer.from([3, 2, 0x81, 0x32]))).toBe('1.50');
+    expect(decimalText(Buffer.from([3, 2, 0x7e, 0xcd]))).toBe('-1.50');
+  });
+});

@@ -1,0 +1,86 @@
+import { describe, expect, it } from 'vitest';
+import { InvalidOptionsError } from '../../src/errors.ts';
+import { autoIncrementRangesCollide, autoIncrementWarnings } from '../../src/install/auto-increment.ts';
+import { checkTableSelection, parseTableRef } from '../../src/install/table-list.ts';
+import { backfillVersionSql } from '../../src/sql/install.ts';
+
+describe('table names given to install', () => {
+  it('splits schema.table at the first dot', () => {
+    expect(parseTableRef('shop.items')).toEqual({ schema: 'shop', table: 'items' });
+    expect(parseTableRef('shop.a.b')).toEqual({ schema: 'shop', table: 'a.b' });
+  });
+
+  it('reads backtick-quoted names with dots and doubled backticks', () => {
+    expect(parseTableRef('`my.db`.`we``ird tâble`')).toEqual({ schema: 'my.db', table: 'we`ird tâble' });
+    expect(parseTableRef('`my.db`.items')).toEqual({ schema: 'my.db', table: 'items' });
+    expect(parseTableRef('db.`a.b`')).toEqual({ schema: 'db', table: 'a.b' });
+  });
+
+  it('refuses names without a schema or a table', () => {
+    for (const bad of ['items', '.items', 'shop.', '`shop`', '`shop`.', '`shop`.`t`x', '`unclosed.t']) {
+      expect(() => parseTableRef(bad), bad).toThrow(InvalidOptionsError);
+    }
+  });
+
+  it('needs exactly one of tables and schema, and drops duplicates', () => {
+    expect(() => checkTableSelection(undefined, undefined)).toThrow(/either tables/);
+    expect(() => checkTableSelection(['a.b'], 'a')).toThrow(/either tables/);
+    expect(() => checkTableSelection([], undefined)).toThrow(/at least one/);
+    expect(checkTableSelection(undefined, 'shop')).toBeUndefined();
+    expect(checkTableSelection(['a.b', { schema: 'a', table: 'b' }, 'a.c'], undefined)).toEqual([
+      { schema: 'a', table: 'b' },
+      { schema: 'a', table: 'c' },
+    ]);
+  });
+});
+
+describe('auto-increment collisions', () => {
+  it('default settings on two nodes collide', () => {
+    expect(autoIncrementRangesCollide({ increment: 1, offset: 1 }, { increment: 1, offset: 1 })).toBe(true);
+  });
+
+  it('interleaved ranges do not collide', () => {
+    expect(autoIncrementRangesCollide({ increment: 2, offset: 1 }, { increment: 2, offset: 2 })).toBe(false);
+    expect(autoIncrementRangesCollide({ increment: 3, offset: 1 }, { increment: 3, offset: 3 })).toBe(false);
+  });
+
+  it('same offset, or increments whose gcd divides the offset difference, collide', () => {
+    expect(autoIncrementRangesCollide({ increment: 2, offset: 1 }, { increment: 2, offset: 1 })).toBe(true);
+    // 1, 5, 9, ... and 3, 9, 15, ...: 9 is in both
+    expect(autoIncrementRangesCollide({ increment: 4, offset: 1 }, { increment: 6, offset: 3 })).toBe(true);
+    // 1, 5, 9, ... (odd) and 2, 8, 14, ... (even)
+    expect(autoIncrementRangesCollide({ increment: 4, offset: 1 }, { increment: 6, offset: 2 })).toBe(false);
+  });
+
+  it('an offset above the increment is ignored, as the server does', () => {
+    expect(autoIncrementRangesCollide({ increment: 2, offset: 3 }, { increment: 2, offset: 1 })).toBe(true);
+  });
+
+  it('warns once per colliding pair, naming the shared tables and what to set', () => {
+    const node = (label: string, increment: number, offset: number, tables: string[]) => ({
+      label,
+      increment,
+      offset,
+      tables: tables.map((t) => parseTableRef(t)),
+    });
+    const warnings = autoIncrementWarnings([
+      node('a:3306', 1, 1, ['shop.orders', 'shop.items']),
+      node('b:3306', 1, 1, ['shop.orders']),
+      node('c:3306', 1, 1, []),
+    ]);
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toContain('a:3306 (auto_increment_increment=1, auto_increment_offset=1)');
+    expect(warnings[0]).toContain('for shop.orders:');
+    expect(warnings[0]).toContain('at least the number of nodes (3)');
+    expect(autoIncrementWarnings([node('a', 2, 1, ['s.t']), node('b', 2, 2, ['s.t'])])).toEqual([]);
+  });
+});
+
+describe('backfill statement', () => {
+  it('stamps only unversioned rows, in bounded chunks, with the triggers’ integer math', () => {
+    expect(backfillVersionSql('shop', 'items', '_lww_ts', 500)).toBe(
+      "UPDATE `shop`.`items` SET `_lww_ts` = (CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) AS UNSIGNED) << 10) | CAST(? AS UNSIGNED) WHERE `_lww_ts` = 0 LIMIT 500",
+    );
+    expect(() => backfillVersionSql('shop', 'items', '_lww_ts', 0)).toThrow(RangeError);
+  });
+});

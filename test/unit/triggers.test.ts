@@ -1,0 +1,116 @@
+import { describe, expect, it } from 'vitest';
+import { triggerDefinitions, type TriggerTarget } from '../../src/sql/triggers.ts';
+
+const items: TriggerTarget = {
+  schema: 'shop',
+  table: 'items',
+  primaryKey: ['id'],
+  versionColumn: '_lww_ts',
+  metaSchema: 'lww_meta',
+  tombstoneTable: 'tomb__shop__items',
+  nodeId: 7,
+};
+
+const NOW = "CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) AS UNSIGNED)";
+const TOMB = '`lww_meta`.`tomb__shop__items`';
+
+const EXPECTED_BI = `CREATE TRIGGER \`shop\`.\`lww_bi__items\` BEFORE INSERT ON \`shop\`.\`items\` FOR EACH ROW
+BEGIN
+  DECLARE lww_prev BIGINT UNSIGNED DEFAULT 0;
+  DECLARE lww_row BIGINT UNSIGNED DEFAULT NULL;
+  IF @lww_apply IS NULL THEN
+    SELECT COALESCE(MAX(${TOMB}.\`_lww_ts\`), 0) INTO lww_prev FROM ${TOMB} WHERE ${TOMB}.\`id\` = NEW.\`id\` FOR UPDATE;
+    SELECT MAX(\`shop\`.\`items\`.\`_lww_ts\`) INTO lww_row FROM \`shop\`.\`items\` WHERE \`shop\`.\`items\`.\`id\` = NEW.\`id\`;
+    IF lww_row IS NOT NULL THEN
+      SET lww_prev = GREATEST(lww_prev, (GREATEST(${NOW}, (lww_row >> 10) + 1) << 10) | 7);
+    END IF;
+    SET NEW.\`_lww_ts\` = (GREATEST(${NOW}, (lww_prev >> 10) + 1) << 10) | 7;
+  END IF;
+END`;
+
+const EXPECTED_BU = `CREATE TRIGGER \`shop\`.\`lww_bu__items\` BEFORE UPDATE ON \`shop\`.\`items\` FOR EACH ROW
+BEGIN
+  DECLARE lww_prev BIGINT UNSIGNED DEFAULT 0;
+  DECLARE lww_v BIGINT UNSIGNED DEFAULT 0;
+  IF @lww_apply IS NULL THEN
+    SET lww_prev = OLD.\`_lww_ts\`;
+    IF NOT (NEW.\`id\` = OLD.\`id\`) THEN
+      SELECT GREATEST(lww_prev, COALESCE(MAX(${TOMB}.\`_lww_ts\`), 0)) INTO lww_prev FROM ${TOMB} WHERE ${TOMB}.\`id\` = NEW.\`id\` FOR UPDATE;
+    END IF;
+    SET lww_v = (GREATEST(${NOW}, (lww_prev >> 10) + 1) << 10) | 7;
+    SET NEW.\`_lww_ts\` = lww_v;
+    IF NOT (NEW.\`id\` = OLD.\`id\`) THEN
+      INSERT INTO ${TOMB} (\`id\`, \`_lww_ts\`) VALUES (OLD.\`id\`, lww_v)
+        ON DUPLICATE KEY UPDATE ${TOMB}.\`_lww_ts\` = GREATEST(${TOMB}.\`_lww_ts\`, lww_v);
+    END IF;
+  END IF;
+END`;
+
+const EXPECTED_AD = `CREATE TRIGGER \`shop\`.\`lww_ad__items\` AFTER DELETE ON \`shop\`.\`items\` FOR EACH ROW
+BEGIN
+  DECLARE lww_v BIGINT UNSIGNED DEFAULT 0;
+  IF @lww_apply IS NULL THEN
+    SET lww_v = (GREATEST(${NOW}, (OLD.\`_lww_ts\` >> 10) + 1) << 10) | 7;
+    INSERT INTO ${TOMB} (\`id\`, \`_lww_ts\`) VALUES (OLD.\`id\`, lww_v)
+      ON DUPLICATE KEY UPDATE ${TOMB}.\`_lww_ts\` = GREATEST(${TOMB}.\`_lww_ts\`, lww_v);
+  END IF;
+END`;
+
+describe('trigger text', () => {
+  it('renders the three triggers of a one-column-key table exactly', () => {
+    const [bi, bu, ad] = triggerDefinitions(items);
+    expect(bi!.create).toBe(EXPECTED_BI);
+    expect(bu!.create).toBe(EXPECTED_BU);
+    expect(ad!.create).toBe(EXPECTED_AD);
+    expect([bi, bu, ad].map((d) => [d!.name, d!.timing, d!.event])).toEqual([
+      ['lww_bi__items', 'BEFORE', 'INSERT'],
+      ['lww_bu__items', 'BEFORE', 'UPDATE'],
+      ['lww_ad__items', 'AFTER', 'DELETE'],
+    ]);
+  });
+
+  it('the body is the statement after FOR EACH ROW, as the server stores it', () => {
+    for (const d of triggerDefinitions(items)) {
+      expect(d.body.startsWith('BEGIN\n')).toBe(true);
+      expect(d.body.endsWith('\nEND')).toBe(true);
+      expect(d.create.endsWith(`FOR EACH ROW\n${d.body}`)).toBe(true);
+    }
+  });
+
+  it('matches every column of a composite key and quotes awkward names', () => {
+    const defs = triggerDefinitions({
+      ...items,
+      schema: 'd b',
+      table: 'we`ird tâble',
+      primaryKey: ['region', 'lww_prev'],
+      tombstoneTable: 'tomb_x',
+      nodeId: 1023,
+    });
+    const [bi, bu, ad] = defs;
+    expect(bi!.create.split('\n')[0]).toBe('CREATE TRIGGER `d b`.`lww_bi__we``ird tâble` BEFORE INSERT ON `d b`.`we``ird tâble` FOR EACH ROW');
+    expect(bi!.body).toContain(
+      'WHERE `lww_meta`.`tomb_x`.`region` = NEW.`region` AND `lww_meta`.`tomb_x`.`lww_prev` = NEW.`lww_prev` FOR UPDATE;',
+    );
+    expect(bu!.body).toContain('IF NOT (NEW.`region` = OLD.`region` AND NEW.`lww_prev` = OLD.`lww_prev`) THEN');
+    expect(ad!.body).toContain('(`region`, `lww_prev`, `_lww_ts`) VALUES (OLD.`region`, OLD.`lww_prev`, lww_v)');
+    for (const d of defs) expect(d.body).toContain('<< 10) | 1023;');
+  });
+
+  it('a name ending in "FOR EACH ROW" does not confuse the body', () => {
+    const [bi] = triggerDefinitions({ ...items, table: 't FOR EACH ROW\nBEGIN' });
+    expect(bi!.body.startsWith('BEGIN\n  DECLARE')).toBe(true);
+  });
+
+  it('long table names get hashed trigger names within 64 characters', () => {
+    const defs = triggerDefinitions({ ...items, table: 'x'.repeat(64) });
+    for (const d of defs) expect(d.name.length).toBeLessThanOrEqual(64);
+    expect(new Set(defs.map((d) => d.name)).size).toBe(3);
+  });
+
+  it('refuses node ids outside 0..1023 and tables without a key', () => {
+    expect(() => triggerDefinitions({ ...items, nodeId: 1024 })).toThrow(/node id/);
+    expect(() => triggerDefinitions({ ...items, nodeId: -1 })).toThrow(/node id/);
+    expect(() => triggerDefinitions({ ...items, nodeId: 1.5 })).toThrow(/node id/);
+    expect(() => triggerDefinitions({ ...items, primaryKey: [] })).toThrow(/primary key/);
+  });
+});
