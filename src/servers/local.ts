@@ -130,6 +130,8 @@ export class LocalServer implements RunningServer {
   async halt(options: HaltOptions = {}): Promise<void> {
     const child = this.child;
     if (!child || !this.running) return;
+    // The child is unref'd so it never keeps a process alive; waiting for its exit must.
+    child.ref();
     child.kill(options.abrupt ? 'SIGKILL' : 'SIGTERM');
     if (!(await settlesWithin(this.exited, HALT_TIMEOUT_MS))) {
       child.kill('SIGKILL');
@@ -141,6 +143,7 @@ export class LocalServer implements RunningServer {
     this.destroying ??= (async () => {
       if (this.running) {
         // The data is thrown away, so there is nothing to shut down cleanly.
+        this.child?.ref();
         this.child?.kill('SIGKILL');
         await this.exited;
       }

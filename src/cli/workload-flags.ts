@@ -1,0 +1,79 @@
+// Flags shared by the harness, compare and demo commands: workload shape, faults, engine.
+import type { ParseArgsConfig } from 'node:util';
+import { type Fault, parseDuration, parseFault } from '../harness/faults.ts';
+import type { WorkloadKind, WorkloadOptions } from '../harness/workload.ts';
+import type { Engine } from '../servers/index.ts';
+
+export const workloadFlagOptions = {
+  engine: { type: 'string', default: 'mysql' },
+  workload: { type: 'string', default: 'hot_keys' },
+  tables: { type: 'string', default: '2' },
+  rows: { type: 'string', default: '200' },
+  threads: { type: 'string', default: '8' },
+  duration: { type: 'string', default: '2m' },
+  seed: { type: 'string', default: '1' },
+  'hot-keys': { type: 'string', default: '16' },
+  'key-skew': { type: 'string', default: '1' },
+  fault: { type: 'string', multiple: true },
+  'all-faults': { type: 'boolean', default: false },
+  json: { type: 'boolean', default: false },
+} satisfies ParseArgsConfig['options'];
+
+export const WORKLOAD_HELP = `  --engine mysql|mariadb        servers to start (default mysql)
+  --workload KIND               hot_keys | oltp_write_only | oltp_update_non_index (default hot_keys)
+  --tables N --rows N           tables and rows per table (default 2 × 200)
+  --threads N                   writers per node (default 8)
+  --duration D                  e.g. 30s, 2m (default 2m)
+  --seed N                      workload seed (default 1)
+  --hot-keys N                  keys per table the hot-key writers fight over (default 16)
+  --key-skew X                  1 = uniform, larger = more weight on low ids (default 1)
+  --fault TERM                  repeatable: kill@20s | net:n1@30s/10s~30s | restart:n2@45s/3s | skew:n1@0s=-5s
+  --all-faults                  one of each kind, spread over the run (seed scenario: 10 s loss every 30 s)
+  --json                        machine-readable result on stdout`;
+
+export interface WorkloadFlags {
+  engine: Engine;
+  workload: WorkloadOptions & { durationMs: number };
+  faults: Fault[];
+}
+
+/** Every fault kind, scaled to the run: the seed scenario (10 s of loss every 30 s) on long runs. */
+export function allFaults(durationMs: number): Fault[] {
+  const s = durationMs / 1000;
+  const terms =
+    s >= 60
+      ? ['skew:n1@5s=-5s', 'net:n1@30s/10s~30s', 'kill@20s/2s', 'restart:n2@50s/3s']
+      : [`skew:n1@${Math.round(s * 0.1)}s=-5s`, `kill@${Math.round(s * 0.25)}s/1s`, `net:n1@${Math.round(s * 0.4)}s/${Math.max(1, Math.round(s * 0.15))}s`, `restart:n2@${Math.round(s * 0.7)}s/2s`];
+  return terms.map(parseFault);
+}
+
+export function parseWorkloadFlags(values: Record<string, unknown>, schema = 'lwwbench'): WorkloadFlags {
+  const num = (name: string, min = 1) => {
+    const v = Number(values[name]);
+    if (!Number.isFinite(v) || v < min) throw new Error(`--${name} must be a number ≥ ${min} (got ${String(values[name])})`);
+    return v;
+  };
+  const engine = String(values.engine);
+  if (engine !== 'mysql' && engine !== 'mariadb') throw new Error(`--engine must be mysql or mariadb (got ${engine})`);
+  const kind = String(values.workload);
+  if (!['hot_keys', 'oltp_write_only', 'oltp_update_non_index'].includes(kind)) {
+    throw new Error(`--workload must be hot_keys, oltp_write_only or oltp_update_non_index (got ${kind})`);
+  }
+  const durationMs = parseDuration(String(values.duration));
+  const faults = [...(values['all-faults'] ? allFaults(durationMs) : []), ...((values.fault as string[] | undefined) ?? []).map(parseFault)];
+  return {
+    engine,
+    faults,
+    workload: {
+      kind: kind as WorkloadKind,
+      schema,
+      tables: num('tables'),
+      rowsPerTable: num('rows'),
+      threads: num('threads'),
+      durationMs,
+      seed: num('seed', 0),
+      hotKeys: num('hot-keys'),
+      keySkew: num('key-skew'),
+    },
+  };
+}

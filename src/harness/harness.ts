@@ -1,0 +1,248 @@
+// The bidirectional harness: two real servers, concurrent writers on both, replication both ways
+// through a replicator child process reached over TCP proxies, faults during the run; then a finish
+// mark on each side, the state check, the history audit, and a comparison with the state the
+// writers' acknowledged writes imply. Composes the other parts; decides nothing of its own.
+import type { RowDataPacket } from 'mysql2/promise';
+import { randomUUID } from 'node:crypto';
+import { currentPosition } from '../capture/source.ts';
+import { checkState } from '../checker/state-check.ts';
+import type { StateReport } from '../checker/report.ts';
+import { connect } from '../db/connection.ts';
+import { install } from '../install/install.ts';
+import { type RunningServer, startServers, type Engine } from '../servers/index.ts';
+import { createDatabaseSql, createMarksSql, dropDatabaseSql, readMarkSql, writeMarkSql } from '../sql/workload.ts';
+import type { Logger } from '../writer/options.ts';
+import { silentLogger } from '../writer/options.ts';
+import { compareWithExpected, type ExpectationMismatch } from './expected.ts';
+import { type Fault, runFaults } from './faults.ts';
+import { ReplicatorProcess } from './replicator-process.ts';
+import { TcpProxy } from './tcp-proxy.ts';
+import { ClockSkew, expectedState, prepareWorkloadTables, runWriters, type WorkloadOptions, type WriterStats, workloadTables } from './workload.ts';
+
+export type HarnessMode = 'lww' | 'replace';
+
+export interface HarnessOptions {
+  engine: Engine;
+  /** Reuse running servers (two); otherwise two local servers are started and destroyed. */
+  servers?: RunningServer[];
+  workload: Omit<WorkloadOptions, 'durationMs'> & { durationMs: number };
+  faults?: Fault[];
+  mode?: HarnessMode;
+  /** Extra failpoints for the replicator's sinks (e.g. sinkDropMessage=5%return(true)). */
+  failpoints?: string;
+  /** How long to wait for the finish marks to cross. */
+  finishTimeoutMs?: number;
+  /** Optional history audit over the run's binlog window (positions per node at start). */
+  audit?: (args: { nodes: string[]; from: string[]; tables: string[] }) => Promise<AuditSummary>;
+  logger?: Logger;
+}
+
+export interface AuditSummary {
+  counts: Record<string, number>;
+  findings: number;
+  details?: unknown;
+}
+
+export interface HarnessResult {
+  mode: HarnessMode;
+  engine: Engine;
+  seed: number;
+  durationMs: number;
+  transactions: number;
+  operations: number;
+  writerRetries: number;
+  throughput: number;
+  faultsInjected: number;
+  replicatorKills: number;
+  converged: boolean;
+  replication: { applied: number; staleSkipped: number; skippedByTombstone: number; conflicts: number; lagMs: number | undefined };
+  state: StateReport;
+  divergedKeys: number;
+  expectationMismatches: ExpectationMismatch[];
+  audit?: AuditSummary;
+}
+
+const MARK_SCHEMA = 'harness';
+
+interface DirectionTotals {
+  inserted: number;
+  updated: number;
+  deleted: number;
+  skippedStale: number;
+  skippedByTombstone: number;
+  coalesced: number;
+}
+
+function statusTotals(status: unknown): { totals: DirectionTotals; lagMs: number | undefined } {
+  const sum: DirectionTotals = { inserted: 0, updated: 0, deleted: 0, skippedStale: 0, skippedByTombstone: 0, coalesced: 0 };
+  let lag: number | undefined;
+  const dirs = (status as { directions?: Array<{ sink: { totals: DirectionTotals }; lagMs?: number }> } | undefined)?.directions ?? [];
+  for (const d of dirs) {
+    for (const k of Object.keys(sum) as Array<keyof DirectionTotals>) sum[k] += d.sink.totals[k] ?? 0;
+    if (d.lagMs !== undefined) lag = Math.max(lag ?? 0, d.lagMs);
+  }
+  return { totals: sum, lagMs: lag };
+}
+
+export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
+  const log = o.logger ?? silentLogger;
+  const mode = o.mode ?? 'lww';
+  const servers = o.servers ?? (await startServers({ engine: o.engine, count: 2 }));
+  const owned = !o.servers;
+  const names = servers.map((_, i) => `n${i + 1}`);
+  const proxies = servers.map((s) => new TcpProxy(s.host, s.port));
+  let replicator: ReplicatorProcess | null = null;
+  try {
+    const wl = o.workload;
+    const tables = [...workloadTables(wl), `${MARK_SCHEMA}.harness_marks`];
+    log.info(`harness[${mode}]: preparing ${wl.tables} tables × ${wl.rowsPerTable} rows on ${servers.length} ${o.engine} servers`);
+    for (const [i, s] of servers.entries()) {
+      const c = await connect(s.url);
+      for (const db of [wl.schema, MARK_SCHEMA, wl.metaSchema ?? 'lww_meta']) await c.query(dropDatabaseSql(db));
+      await c.end();
+      await prepareWorkloadTables(s.url, wl);
+      const m = await connect(s.url);
+      await m.query(createDatabaseSql(MARK_SCHEMA));
+      await m.query(createMarksSql(MARK_SCHEMA, wl.versionColumn ?? '_lww_ts'));
+      await m.end();
+      await install({ url: s.url, nodeId: i + 1, tables });
+    }
+    const from: string[] = [];
+    for (const s of servers) {
+      const c = await connect(s.url);
+      from.push(await currentPosition(c));
+      await c.end();
+    }
+    for (const p of proxies) await p.start();
+    const failpoints = [mode === 'replace' ? 'mysqlSinkBypassLWW=return(true)' : '', o.failpoints ?? ''].filter(Boolean).join(';');
+    const accumulated: DirectionTotals[] = [];
+    replicator = new ReplicatorProcess({
+      nodes: servers.map((s, i) => proxies[i]!.rewrite(s.url)),
+      tables,
+      failpoints,
+      onLog: (line) => log.debug(`replicator: ${line}`),
+    });
+    replicator.start();
+    const streaming = () =>
+      ((replicator!.lastStatus as { directions?: Array<{ state: string }> } | undefined)?.directions ?? []).every((d) => d.state === 'streaming') &&
+      (replicator!.lastStatus as { directions?: unknown[] } | undefined)?.directions?.length === servers.length * (servers.length - 1);
+    for (let waited = 0; !streaming(); waited += 100) {
+      if (waited > 60_000) throw new Error('replicator did not start streaming within 60 s');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+
+    const skew = new ClockSkew();
+    const control = { stopped: false, skew };
+    const started = Date.now();
+    log.info(`harness[${mode}]: ${wl.kind} for ${wl.durationMs / 1000}s, ${wl.threads} writers per node, seed ${wl.seed}, faults: ${(o.faults ?? []).length}`);
+    const writers = Promise.all(servers.map((s, i) => runWriters({ name: names[i]!, url: s.url }, wl, control)));
+    const faults = runFaults(
+      o.faults ?? [],
+      wl.durationMs,
+      {
+        killReplicator: async () => {
+          accumulated.push(statusTotals(replicator!.lastStatus).totals);
+          await replicator!.kill();
+        },
+        restartReplicator: async () => replicator!.start(),
+        cutNetwork: (node) => proxies[names.indexOf(node)]?.cut('drop'),
+        healNetwork: (node) => proxies[names.indexOf(node)]?.restore(),
+        stopServer: async (node) => servers[names.indexOf(node)]!.halt(),
+        startServer: async (node) => servers[names.indexOf(node)]!.start(),
+        setSkew: (node, ms) => skew.set(node, ms),
+        log: (m) => log.info(`harness[${mode}]: ${m}`),
+      },
+      started,
+    );
+    const progress = setInterval(() => {
+      const { totals, lagMs } = statusTotals(replicator!.lastStatus);
+      log.info(
+        `harness[${mode}]: ${Math.round((Date.now() - started) / 1000)}s applied=${totals.inserted + totals.updated + totals.deleted} stale=${totals.skippedStale} lag=${lagMs === undefined ? '?' : Math.round(lagMs)}ms`,
+      );
+    }, 5000);
+    let results: WriterStats[];
+    let faultsInjected: number;
+    try {
+      [results, faultsInjected] = await Promise.all([writers, faults]);
+    } finally {
+      clearInterval(progress);
+    }
+    const writeMs = Date.now() - started;
+    if (!replicator.running) replicator.start();
+
+    // Finish: each side writes a mark; once the peer holds it, everything written before it crossed.
+    const token = randomUUID();
+    log.info(`harness[${mode}]: workload done, waiting for the finish marks to cross`);
+    const conns = await Promise.all(servers.map((s) => connect(s.url)));
+    for (const [i, c] of conns.entries()) await c.execute(writeMarkSql(MARK_SCHEMA), [names[i]!, token, token]);
+    const deadline = Date.now() + (o.finishTimeoutMs ?? 60_000);
+    let converged = false;
+    while (Date.now() < deadline) {
+      let all = true;
+      for (const c of conns) {
+        for (const n of names) {
+          const [rows] = await c.execute<RowDataPacket[]>(readMarkSql(MARK_SCHEMA), [n]);
+          if (rows[0]?.token !== token) all = false;
+        }
+      }
+      if (all) {
+        converged = true;
+        break;
+      }
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    await new Promise((r) => setTimeout(r, 1500));
+    const finalStatus = statusTotals(replicator.lastStatus);
+    await replicator.stop();
+    accumulated.push(finalStatus.totals);
+
+    log.info(`harness[${mode}]: checking state${o.audit ? ' and auditing history' : ''}`);
+    const urls = servers.map((s) => s.url);
+    const state = await checkState({ nodes: urls, tables: workloadTables(wl) });
+    const acked = results.flatMap((r) => r.acked);
+    const expected = expectedState(wl, acked);
+    const mismatches: ExpectationMismatch[] = [];
+    const tableNames = workloadTables(wl).map((t) => t.slice(t.indexOf('.') + 1));
+    for (const [i, c] of conns.entries()) {
+      mismatches.push(...(await compareWithExpected(c, names[i]!, wl.schema, tableNames, wl.versionColumn ?? '_lww_ts', expected)));
+    }
+    for (const c of conns) await c.end();
+    const audit = o.audit ? await o.audit({ nodes: urls, from, tables: workloadTables(wl) }) : undefined;
+    const sum = accumulated.reduce(
+      (a, t) => {
+        for (const k of Object.keys(a) as Array<keyof DirectionTotals>) a[k] += t[k];
+        return a;
+      },
+      { inserted: 0, updated: 0, deleted: 0, skippedStale: 0, skippedByTombstone: 0, coalesced: 0 },
+    );
+    const transactions = results.reduce((n, r) => n + r.transactions, 0);
+    return {
+      mode,
+      engine: o.engine,
+      seed: wl.seed,
+      durationMs: writeMs,
+      transactions,
+      operations: acked.length,
+      writerRetries: results.reduce((n, r) => n + r.retries, 0),
+      throughput: transactions / (writeMs / 1000),
+      faultsInjected,
+      replicatorKills: replicator.kills,
+      converged: converged && state.identical,
+      replication: {
+        applied: sum.inserted + sum.updated + sum.deleted,
+        staleSkipped: sum.skippedStale,
+        skippedByTombstone: sum.skippedByTombstone,
+        conflicts: sum.skippedStale + sum.skippedByTombstone,
+        lagMs: finalStatus.lagMs,
+      },
+      state,
+      divergedKeys: state.totals.findings,
+      expectationMismatches: mismatches,
+      audit,
+    };
+  } finally {
+    await replicator?.stop().catch(() => undefined);
+    for (const p of proxies) await p.stop();
+    if (owned) await Promise.all(servers.map((s) => s.destroy()));
+  }
+}

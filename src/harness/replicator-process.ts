@@ -1,0 +1,81 @@
+// The replicator as a child process (`lww-sink replicate`), so the harness can SIGKILL it.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const BIN = fileURLToPath(new URL('../../bin/lww-sink.js', import.meta.url));
+
+export interface ReplicatorProcessOptions {
+  nodes: string[];
+  tables?: string[];
+  /** Failpoints for the replicator's sinks (LWW_FAILPOINTS syntax). */
+  failpoints?: string;
+  batchRows?: number;
+  /** Called with each JSON status line the replicator prints. */
+  onStatus?: (status: unknown) => void;
+  onLog?: (line: string) => void;
+}
+
+export class ReplicatorProcess {
+  private child: ChildProcess | null = null;
+  private exit: Promise<number | null> = Promise.resolve(null);
+  kills = 0;
+  starts = 0;
+  lastStatus: unknown;
+
+  constructor(private readonly options: ReplicatorProcessOptions) {}
+
+  start(): void {
+    const o = this.options;
+    const args = [BIN, 'replicate', ...o.nodes.flatMap((n) => ['--node', n]), '--json', '--status-interval', '1'];
+    if (o.tables?.length) args.push('--tables', o.tables.join(','));
+    if (o.batchRows) args.push('--batch-rows', String(o.batchRows));
+    const env = { ...process.env, LWW_FAILPOINTS: o.failpoints ?? '' };
+    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
+    this.child = child;
+    this.starts++;
+    let buffered = '';
+    child.stdout!.on('data', (d: Buffer) => {
+      buffered += d.toString();
+      let nl = buffered.indexOf('\n');
+      while (nl >= 0) {
+        const line = buffered.slice(0, nl);
+        buffered = buffered.slice(nl + 1);
+        try {
+          this.lastStatus = JSON.parse(line);
+          o.onStatus?.(this.lastStatus);
+        } catch {
+          o.onLog?.(line);
+        }
+        nl = buffered.indexOf('\n');
+      }
+    });
+    child.stderr!.on('data', (d: Buffer) => {
+      for (const line of d.toString().split('\n')) if (line.trim()) o.onLog?.(line);
+    });
+    this.exit = new Promise((resolve) => child.once('exit', (code) => resolve(code)));
+  }
+
+  get running(): boolean {
+    return this.child !== null && this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  /** kill -9: nothing is flushed; the next start resumes from the checkpoints. */
+  async kill(): Promise<void> {
+    if (!this.child) return;
+    this.kills++;
+    this.child.kill('SIGKILL');
+    await this.exit;
+    this.child = null;
+  }
+
+  /** Graceful stop (SIGTERM); resolves with the exit code. */
+  async stop(): Promise<number | null> {
+    if (!this.child) return null;
+    this.child.kill('SIGTERM');
+    const timer = setTimeout(() => this.child?.kill('SIGKILL'), 15_000);
+    const code = await this.exit;
+    clearTimeout(timer);
+    this.child = null;
+    return code;
+  }
+}
