@@ -127,6 +127,22 @@ describeEachEngine('bidirectional replication', 2, (ctx) => {
     expect(state.map((r: { id: number }) => r.id)).toEqual([1, 2, 3]);
   });
 
+  it('a change naming a column the target lacks is held back with a clear error until the DDL reaches the target', async () => {
+    replicator = await startReplicator(urls);
+    await a.query('ALTER TABLE app.items ADD COLUMN note VARCHAR(20) NULL');
+    await a.query("INSERT INTO app.items (id, v, note) VALUES (1, 'with-note', 'hello')");
+    const stuck = await eventually(
+      'the direction to report the missing column',
+      async () => (await replicator!.status()).directions.find((d) => d.name === 'n1→n2')!.lastError ?? '',
+      (e) => /note does not exist in app.items/.test(e),
+    );
+    expect(stuck).toMatch(/column note does not exist in app\.items/);
+    expect(await snapshot(b, 'app', 'items')).toBe('[]');
+    await b.query('ALTER TABLE app.items ADD COLUMN note VARCHAR(20) NULL');
+    const state = JSON.parse(await converged([a, b], 'app', 'items'));
+    expect(state.map((r: { id: number; note: string }) => `${r.id}:${r.note}`)).toEqual(['1:hello']);
+  });
+
   it('refuses two nodes with the same node id and nodes that are not installed', async () => {
     await install({ url: urls[1]!, nodeId: 1, tables: ['app.items'] }).catch(() => undefined);
     await b.query('DROP DATABASE lww_meta');
