@@ -57,11 +57,62 @@ function describePath(path: ReadonlyArray<PropertyKey>): string {
   return path.map((p) => String(p)).join('.') || '(root)';
 }
 
+const CHANGE_KEYS = new Set(['schema', 'table', 'op', 'before', 'after', 'version']);
+const OPS = new Set(['insert', 'update', 'delete']);
+const VERSION_TEXT = /^[0-9]{1,20}$/;
+const MAX_U64 = (1n << 64n) - 1n;
+
+function isRow(v: unknown): v is Row {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+function isName(v: unknown): v is string {
+  return typeof v === 'string' && v.length > 0 && v.length <= 64;
+}
+
+/**
+ * The common case checked by hand (this runs for every change on the hot path); anything it does
+ * not accept goes through the zod schemas, which produce the error message.
+ */
+function fastParse(input: unknown): SourceTransaction | undefined {
+  if (!isRow(input)) return undefined;
+  const { sourceId, position, changes } = input as { sourceId?: unknown; position?: unknown; changes?: unknown };
+  if (typeof sourceId !== 'string' || sourceId.length === 0 || sourceId.length > 255) return undefined;
+  if (typeof position !== 'string' || position.length > 4096 || !Array.isArray(changes)) return undefined;
+  for (const key in input) if (key !== 'sourceId' && key !== 'position' && key !== 'changes') return undefined;
+  const out: RowChange[] = new Array(changes.length);
+  for (let i = 0; i < changes.length; i++) {
+    const c = changes[i] as Record<string, unknown>;
+    if (!isRow(c) || !isName(c.schema) || !isName(c.table) || typeof c.op !== 'string' || !OPS.has(c.op)) return undefined;
+    for (const key in c) if (!CHANGE_KEYS.has(key)) return undefined;
+    const { before, after } = c;
+    if ((before !== undefined && !isRow(before)) || (after !== undefined && !isRow(after))) return undefined;
+    const op = c.op as Op;
+    if (op === 'insert' ? !after || before : op === 'update' ? !after : !before || after) return undefined;
+    let version: bigint;
+    if (typeof c.version === 'bigint') version = c.version;
+    else if (typeof c.version === 'string' && VERSION_TEXT.test(c.version)) version = BigInt(c.version);
+    else return undefined;
+    if (version < 0n || version > MAX_U64) return undefined;
+    const change: RowChange = { schema: c.schema, table: c.table, op, version };
+    if (before) change.before = before;
+    if (after) change.after = after;
+    out[i] = change;
+  }
+  return { sourceId, position, changes: out };
+}
+
 /**
  * Validates the shape of a source transaction (not yet against table metadata) and normalizes versions.
  * Throws InvalidChangeError naming the change index and field.
  */
 export function parseSourceTransaction(input: unknown): SourceTransaction {
+  const fast = fastParse(input);
+  if (fast) return fast;
+  return parseWithSchemas(input);
+}
+
+function parseWithSchemas(input: unknown): SourceTransaction {
   const top = txnSchema.safeParse(input);
   if (!top.success) {
     const issue = top.error.issues[0]!;

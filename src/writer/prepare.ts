@@ -27,6 +27,7 @@ export interface PreparedTransaction {
 }
 
 export function keyIdOf(key: readonly SqlValue[]): string {
+  if (key.length === 1) return keyPart(key[0]!);
   return key.map(keyPart).join('\u0001');
 }
 
@@ -37,27 +38,37 @@ function approxBytes(v: SqlValue): number {
   return v.length;
 }
 
-/** Column lookups per table, built once per metadata object (hot path: every value of every change). */
-const columnsByName = new WeakMap<TableMeta, Map<string, ColumnMeta>>();
-function columnMap(meta: TableMeta): Map<string, ColumnMeta> {
-  let m = columnsByName.get(meta);
-  if (!m) {
-    m = new Map(meta.columns.map((c) => [c.name, c]));
-    columnsByName.set(meta, m);
-  }
-  return m;
+/** Per-table lookups built once per metadata object: this is the hot path (every value of every change). */
+interface TablePlan {
+  columns: Map<string, ColumnMeta>;
+  /** Writable columns except the version column, in writableColumns order. */
+  values: ColumnMeta[];
+  /** Positions of the primary-key columns in `values`, or null when a key column is not writable. */
+  keyIndexes: number[] | null;
 }
 
-function convert(meta: TableMeta, index: number, change: RowChange, image: 'before' | 'after', column: string, value: unknown): SqlValue {
-  const col = columnMap(meta).get(column)!;
+const plans = new WeakMap<TableMeta, TablePlan>();
+function planOf(meta: TableMeta): TablePlan {
+  let p = plans.get(meta);
+  if (!p) {
+    const columns = new Map(meta.columns.map((c) => [c.name, c]));
+    const values = meta.writableColumns.filter((c) => c !== meta.versionColumn).map((c) => columns.get(c)!);
+    const idx = meta.primaryKey.map((k) => values.findIndex((c) => c.name === k));
+    p = { columns, values, keyIndexes: idx.every((i) => i >= 0) ? idx : null };
+    plans.set(meta, p);
+  }
+  return p;
+}
+
+function convert(meta: TableMeta, index: number, change: RowChange, image: 'before' | 'after', col: ColumnMeta, value: unknown): SqlValue {
   try {
     return toSqlValue(col, value);
   } catch (err) {
     if (err instanceof ValueError) {
       throw new InvalidChangeError(
-        `change #${index} (${meta.schema}.${meta.table}, ${change.op}): ${image}.${column}: ${err.message}`,
+        `change #${index} (${meta.schema}.${meta.table}, ${change.op}): ${image}.${col.name}: ${err.message}`,
         index,
-        `${image}.${column}`,
+        `${image}.${col.name}`,
       );
     }
     throw err;
@@ -65,42 +76,55 @@ function convert(meta: TableMeta, index: number, change: RowChange, image: 'befo
 }
 
 function checkColumns(meta: TableMeta, index: number, image: 'before' | 'after', row: Row): void {
-  const columns = columnMap(meta);
+  const columns = planOf(meta).columns;
   for (const name in row) {
     if (!columns.has(name)) throw new UnknownColumnError(meta.schema, meta.table, name, `change #${index}, ${image} image`);
   }
 }
 
+function missingKey(meta: TableMeta, index: number, change: RowChange, image: 'before' | 'after', k: string): InvalidChangeError {
+  return new InvalidChangeError(
+    `change #${index} (${meta.schema}.${meta.table}, ${change.op}): ${image} image lacks primary-key column ${k}`,
+    index,
+    `${image}.${k}`,
+  );
+}
+
 function keyOf(meta: TableMeta, index: number, change: RowChange, image: 'before' | 'after', row: Row): SqlValue[] {
-  return meta.primaryKey.map((k) => {
-    if (!(k in row) || row[k] === null || row[k] === undefined) {
-      throw new InvalidChangeError(
-        `change #${index} (${meta.schema}.${meta.table}, ${change.op}): ${image} image lacks primary-key column ${k}`,
-        index,
-        `${image}.${k}`,
-      );
-    }
-    return convert(meta, index, change, image, k, row[k]);
-  });
+  const columns = planOf(meta).columns;
+  const key: SqlValue[] = new Array(meta.primaryKey.length);
+  for (let i = 0; i < meta.primaryKey.length; i++) {
+    const k = meta.primaryKey[i]!;
+    const v = row[k];
+    if (v === null || v === undefined) throw missingKey(meta, index, change, image, k);
+    key[i] = convert(meta, index, change, image, columns.get(k)!, v);
+  }
+  return key;
 }
 
 function fullRow(meta: TableMeta, index: number, change: RowChange, row: Row): SqlValue[] {
-  const values: SqlValue[] = [];
-  for (const name of meta.writableColumns) {
-    if (name === meta.versionColumn) {
-      values.push(change.version.toString());
-      continue;
-    }
-    if (!(name in row)) {
+  const cols = planOf(meta).values;
+  const values: SqlValue[] = new Array(cols.length + 1);
+  for (let i = 0; i < cols.length; i++) {
+    const col = cols[i]!;
+    const v = row[col.name];
+    if (v === undefined && !(col.name in row)) {
       throw new InvalidChangeError(
-        `change #${index} (${meta.schema}.${meta.table}, ${change.op}): after image lacks column ${name}; the sink needs full row images (binlog_row_image=FULL)`,
+        `change #${index} (${meta.schema}.${meta.table}, ${change.op}): after image lacks column ${col.name}; the sink needs full row images (binlog_row_image=FULL)`,
         index,
-        `after.${name}`,
+        `after.${col.name}`,
       );
     }
-    values.push(convert(meta, index, change, 'after', name, row[name]));
+    values[i] = convert(meta, index, change, 'after', col, v);
   }
+  values[cols.length] = change.version.toString();
   return values;
+}
+
+function rowBytes(values: readonly SqlValue[]): number {
+  let n = 16;
+  for (const v of values) n += approxBytes(v);
+  return n;
 }
 
 /** Validates a transaction against table metadata and expands it into key operations. */
@@ -108,28 +132,46 @@ export function prepareTransaction(txn: SourceTransaction, metaOf: (change: RowC
   const ops: KeyOp[] = [];
   let maxVersion = 0n;
   let bytes = 0;
-  txn.changes.forEach((change, index) => {
+  const sourceId = txn.sourceId;
+  for (let index = 0; index < txn.changes.length; index++) {
+    const change = txn.changes[index]!;
     const meta = metaOf(change);
-    if (change.version > maxVersion) maxVersion = change.version;
+    const version = change.version;
+    if (version > maxVersion) maxVersion = version;
     if (change.before) checkColumns(meta, index, 'before', change.before);
     if (change.after) checkColumns(meta, index, 'after', change.after);
-    const base = { meta, version: change.version, sourceId: txn.sourceId };
     if (change.op === 'delete') {
       const key = keyOf(meta, index, change, 'before', change.before!);
-      ops.push({ ...base, kind: 'delete', key, keyId: keyIdOf(key) });
-      bytes += key.reduce<number>((n, v) => n + approxBytes(v), 16);
-      return;
+      ops.push({ kind: 'delete', meta, key, keyId: keyIdOf(key), version, sourceId });
+      bytes += rowBytes(key);
+      continue;
     }
-    const key = keyOf(meta, index, change, 'after', change.after!);
-    const row = fullRow(meta, index, change, change.after!);
-    const keyId = keyIdOf(key);
-    if (change.op === 'update' && change.before) {
-      const oldKey = keyOf(meta, index, change, 'before', change.before);
-      const oldKeyId = keyIdOf(oldKey);
-      if (oldKeyId !== keyId) ops.push({ ...base, kind: 'delete', key: oldKey, keyId: oldKeyId });
+    const after = change.after!;
+    const { keyIndexes } = planOf(meta);
+    let key: SqlValue[];
+    if (keyIndexes) {
+      // Key values are taken from the converted row, after checking they are present.
+      for (const k of meta.primaryKey) if (after[k] === null || after[k] === undefined) throw missingKey(meta, index, change, 'after', k);
+      const row = fullRow(meta, index, change, after);
+      key = keyIndexes.map((i) => row[i]!);
+      pushUpsert(ops, meta, index, change, key, row, sourceId);
+      bytes += rowBytes(row);
+    } else {
+      key = keyOf(meta, index, change, 'after', after);
+      const row = fullRow(meta, index, change, after);
+      pushUpsert(ops, meta, index, change, key, row, sourceId);
+      bytes += rowBytes(row);
     }
-    ops.push({ ...base, kind: 'upsert', key, keyId, row });
-    bytes += row.reduce<number>((n, v) => n + approxBytes(v), 16);
-  });
+  }
   return { sourceId: txn.sourceId, position: txn.position, ops, maxVersion, bytes };
+}
+
+function pushUpsert(ops: KeyOp[], meta: TableMeta, index: number, change: RowChange, key: SqlValue[], row: SqlValue[], sourceId: string): void {
+  const keyId = keyIdOf(key);
+  if (change.op === 'update' && change.before) {
+    const oldKey = keyOf(meta, index, change, 'before', change.before);
+    const oldKeyId = keyIdOf(oldKey);
+    if (oldKeyId !== keyId) ops.push({ kind: 'delete', meta, key: oldKey, keyId: oldKeyId, version: change.version, sourceId });
+  }
+  ops.push({ kind: 'upsert', meta, key, keyId, row, version: change.version, sourceId });
 }

@@ -81,6 +81,8 @@ class LwwSink implements Sink {
   private dialectP: Promise<Dialect> | null = null;
   private readonly metadata: TableMetadataCache;
   private readonly epochs = new Map<string, Promise<bigint>>();
+  private readonly claimed = new Set<string>();
+  private dialectKnown = false;
   private readonly pending: Queued[] = [];
   private pendingRows = 0;
   private pendingBytes = 0;
@@ -192,11 +194,15 @@ class LwwSink implements Sink {
         `transaction at ${txn.position} has ${txn.changes.length} changes, more than limits.maxTransactionRows (${limits.maxTransactionRows})`,
       );
     }
-    await this.dialect();
+    // Awaits only until dialect, metadata and ownership are known: the steady state runs synchronously.
+    if (!this.dialectKnown) {
+      await this.dialect();
+      this.dialectKnown = true;
+    }
     const metas = new Map<string, TableMeta>();
     for (const c of txn.changes) {
       const k = tableKey(c.schema, c.table);
-      if (!metas.has(k)) metas.set(k, await this.metadata.get(c.schema, c.table));
+      if (!metas.has(k)) metas.set(k, this.metadata.peek(c.schema, c.table) ?? (await this.metadata.get(c.schema, c.table)));
     }
     const prepared = prepareTransaction(txn, (c: RowChange) => metas.get(tableKey(c.schema, c.table))!);
     if (prepared.bytes > limits.maxTransactionBytes) {
@@ -204,7 +210,10 @@ class LwwSink implements Sink {
         `transaction at ${txn.position} is about ${prepared.bytes} bytes, more than limits.maxTransactionBytes (${limits.maxTransactionBytes})`,
       );
     }
-    await this.epoch(txn.sourceId);
+    if (!this.claimed.has(txn.sourceId)) {
+      await this.epoch(txn.sourceId);
+      this.claimed.add(txn.sourceId);
+    }
     this.assertUsable();
     this.pending.push({ seq: ++this.seq, txn: prepared });
     this.pendingRows += prepared.ops.length;

@@ -71,6 +71,7 @@ export async function loadTableMeta(conn: Connection, schema: string, table: str
 /** Table metadata by name, loaded once and refreshed on demand (after DDL). */
 export class TableMetadataCache {
   private readonly tables = new Map<string, Promise<TableMeta>>();
+  private readonly loaded = new Map<string, TableMeta>();
 
   constructor(
     private readonly load: (schema: string, table: string) => Promise<TableMeta>,
@@ -80,18 +81,31 @@ export class TableMetadataCache {
     const key = tableKey(schema, table);
     let entry = this.tables.get(key);
     if (!entry) {
-      entry = this.load(schema, table);
-      this.tables.set(key, entry);
-      // A failed load is not cached: the table may be created or fixed later.
-      entry.catch(() => this.tables.delete(key));
+      const pending = this.load(schema, table);
+      entry = pending;
+      this.tables.set(key, pending);
+      pending.then(
+        (meta) => {
+          if (this.tables.get(key) === pending) this.loaded.set(key, meta);
+        },
+        // A failed load is not cached: the table may be created or fixed later.
+        () => this.tables.delete(key),
+      );
     }
     return entry;
   }
 
+  /** The metadata when already loaded, without waiting. */
+  peek(schema: string, table: string): TableMeta | undefined {
+    return this.loaded.get(tableKey(schema, table));
+  }
+
   refresh(schema?: string, table?: string): void {
-    if (schema === undefined) this.tables.clear();
-    else if (table === undefined) {
-      for (const key of this.tables.keys()) if (key.startsWith(`${schema}\u0000`)) this.tables.delete(key);
-    } else this.tables.delete(tableKey(schema, table));
+    for (const map of [this.tables, this.loaded] as Array<Map<string, unknown>>) {
+      if (schema === undefined) map.clear();
+      else if (table === undefined) {
+        for (const key of map.keys()) if (key.startsWith(`${schema}\u0000`)) map.delete(key);
+      } else map.delete(tableKey(schema, table));
+    }
   }
 }
