@@ -232,6 +232,23 @@ describeEachEngine('LWW sink', 1, (ctx) => {
     expect(replace.stats().tables['lww7.t']).toMatchObject({ replaced: 3, deleted: 1 });
   });
 
+  it('sinkDropMessage drops changes before writing and sinkMutateValue alters the last column; both are counted', async () => {
+    await freshDatabase(conn, 'lww12', [T]);
+    await freshDatabase(conn, 'lww13', [T]);
+    const drop = sinkFor({ failpoints: 'sinkDropMessage=2*return(true)' });
+    await drop.write({ sourceId: 'd', position: '1', changes: [ins('lww12', 1, 'a', 1n), ins('lww12', 2, 'b', 1n), ins('lww12', 3, 'c', 1n)] });
+    await drop.flush();
+    expect((await rowsOf(conn, 'lww12', 't', ['id'])).map((r) => r.id)).toEqual([3]);
+    expect(drop.stats().tables['lww12.t']).toMatchObject({ dropped: 2, inserted: 1 });
+    expect((await drop.checkpoint('d'))?.position).toBe('1');
+    const mutate = sinkFor({ failpoints: { sinkMutateValue: 'return(true)' } });
+    await mutate.write({ sourceId: 'm', position: '1', changes: [ins('lww13', 1, 'a', 1n)] });
+    await mutate.flush();
+    // The last non-key column of t is n (BIGINT): 1 becomes 2.
+    expect((await rowsOf(conn, 'lww13', 't', ['id'])).map((r) => [r.v, r.n])).toEqual([['a', '2']]);
+    expect(mutate.stats().tables['lww13.t']).toMatchObject({ mutated: 1 });
+  });
+
   it('bad input is refused with an error naming the problem, and nothing is written', async () => {
     await freshDatabase(conn, 'lww8', [T, 'CREATE TABLE {{db}}.nopk (a INT, _lww_ts BIGINT UNSIGNED NOT NULL)', 'CREATE TABLE {{db}}.nover (a INT PRIMARY KEY)']);
     const sink = sinkFor({ limits: { maxTransactionRows: 3 } });
