@@ -2,6 +2,8 @@
 // into the change model: versions from the version column (deletes: from the tombstone the delete
 // trigger wrote in the same transaction), metadata-schema rows never emitted, transactions applied
 // by a sink (they write <meta>.checkpoints) dropped whole. Pure: no I/O, fed by reader.ts.
+// The history audit reads with `includeApplied`: sink-applied transactions are emitted too, marked,
+// with their tombstone writes, and a delete without a tombstone is reported instead of refused.
 import { CaptureError, MissingTombstoneError, UnsupportedTableError } from '../errors.ts';
 import type { Row, RowChange, SourceTransaction } from '../model/change.ts';
 import { tombstoneTableName } from '../model/names.ts';
@@ -21,10 +23,13 @@ export type CaptureEvent =
   | { type: 'begin' }
   | { type: 'rows'; schema: string; table: string; op: 'insert' | 'delete'; rows: Row[]; bytes: number }
   | { type: 'rows'; schema: string; table: string; op: 'update'; rows: Array<{ before: Row; after: Row }>; bytes: number }
-  /** A commit marker (XID event, or a COMMIT query); `nextPosition` is the offset after it. */
-  | { type: 'commit'; nextPosition: number }
+  /**
+   * A commit marker (XID event, or a COMMIT query); `nextPosition` is the offset after it,
+   * `timestamp` the event header's time in ms (second resolution) when known.
+   */
+  | { type: 'commit'; nextPosition: number; timestamp?: number }
   /** Any other QUERY event (DDL, XA, GRANT...). */
-  | { type: 'query'; query: string; schema: string; nextPosition: number }
+  | { type: 'query'; query: string; schema: string; nextPosition: number; timestamp?: number }
   /** XA PREPARE ends an event group without committing it. */
   | { type: 'xa_prepare'; nextPosition: number }
   /** The server is idle at `file:nextPosition`. */
@@ -40,8 +45,34 @@ export interface SchemaChange {
   position: string;
 }
 
+/** A tombstone row a transaction inserted or updated in the metadata schema. */
+export interface TombstoneWrite {
+  /** Tombstone table name (in the metadata schema). */
+  table: string;
+  /** The key columns of the tombstone row (all columns but the version). */
+  key: Row;
+  version: bigint;
+}
+
+/** What the history audit needs beyond the changes; only emitted with `includeApplied`. */
+export interface TransactionDetails {
+  /** The transaction wrote <meta>.checkpoints: a sink applied it (not a local write). */
+  applied: boolean;
+  /**
+   * Indexes into `txn.changes` of deletes without a tombstone in their transaction (a non-LWW
+   * sink's plain DELETE, or the delete half of its REPLACE INTO). Their delete version is unknown:
+   * `version` holds the deleted row's own version (from the before image) instead.
+   */
+  untombstoned: number[];
+  /** Every tombstone row written, also those without a row delete (the row was absent or newer). */
+  tombstones: TombstoneWrite[];
+  /** Commit time from the binlog event header (ms, second resolution), when the event carried one. */
+  timestamp?: number;
+}
+
 export type AssembledItem =
-  | { kind: 'transaction'; txn: SourceTransaction; bytes: number }
+  /** `details` only with `includeApplied`. */
+  | { kind: 'transaction'; txn: SourceTransaction; bytes: number; details?: TransactionDetails }
   /** A committed transaction written by a sink (touched the checkpoint table): never emitted. */
   | { kind: 'dropped'; position: string }
   /** A committed transaction or statement with nothing for the captured tables. */
@@ -55,6 +86,13 @@ export interface AssemblerOptions {
   tables: TableFilter;
   metaSchema: string;
   versionColumn: string;
+  /**
+   * For the history audit, default false. Emit sink-applied transactions too (marked in the item's
+   * `details`, with the tombstones written), also ones that only wrote tombstones, and emit a
+   * delete without a tombstone (see TransactionDetails.untombstoned) instead of throwing
+   * MissingTombstoneError. Never for replication: applied transactions would loop.
+   */
+  includeApplied?: boolean;
 }
 
 interface PendingChange {
@@ -72,7 +110,13 @@ interface OpenTransaction {
   appliedBySink: boolean;
   /** Tombstone table → (key text → highest version written in this transaction). */
   tombstones: Map<string, { keyColumns: string[]; versions: Map<string, bigint> }>;
+  /** Tombstone rows in write order (kept with includeApplied only). */
+  tombstoneWrites: TombstoneWrite[];
   bytes: number;
+}
+
+function openTransaction(): OpenTransaction {
+  return { changes: [], appliedBySink: false, tombstones: new Map(), tombstoneWrites: [], bytes: 0 };
 }
 
 /** Stable text of key values: buffers by bytes, everything else by its string form. */
@@ -132,13 +176,13 @@ export class TransactionAssembler {
         if (this.open && (this.open.changes.length > 0 || this.open.appliedBySink)) {
           throw new CaptureError(`a transaction began before the previous one committed (after ${this.position ?? 'the start'})`, this.position);
         }
-        this.open = { changes: [], appliedBySink: false, tombstones: new Map(), bytes: 0 };
+        this.open = openTransaction();
         return [];
       case 'rows':
         this.rows(event);
         return [];
       case 'commit':
-        return this.commit(event.nextPosition);
+        return this.commit(event.nextPosition, event.timestamp);
       case 'xa_prepare':
         return this.xaPrepare(event.nextPosition);
       case 'query':
@@ -153,7 +197,7 @@ export class TransactionAssembler {
 
   private rows(event: Extract<CaptureEvent, { type: 'rows' }>): void {
     // Row events always sit inside BEGIN..COMMIT; this only guards against a stream resumed mid-group.
-    this.open ??= { changes: [], appliedBySink: false, tombstones: new Map(), bytes: 0 };
+    this.open ??= openTransaction();
     const txn = this.open;
     txn.bytes += event.bytes;
     const { metaSchema } = this.options;
@@ -188,6 +232,11 @@ export class TransactionAssembler {
       const key = keyText(row, tomb.keyColumns);
       const prev = tomb.versions.get(key);
       if (prev === undefined || version > prev) tomb.versions.set(key, version);
+      if (this.options.includeApplied) {
+        const keyRow: Row = {};
+        for (const c of tomb.keyColumns) keyRow[c] = row[c];
+        txn.tombstoneWrites.push({ table: event.table, key: keyRow, version });
+      }
     }
   }
 
@@ -214,28 +263,43 @@ export class TransactionAssembler {
     return formatPosition(this.boundary);
   }
 
-  private commit(nextPosition: number): AssembledItem[] {
+  private commit(nextPosition: number, timestamp?: number): AssembledItem[] {
     const txn = this.open;
     this.open = undefined;
     const position = this.boundaryAt(nextPosition);
-    if (!txn || txn.changes.length === 0) return txn?.appliedBySink ? [{ kind: 'dropped', position }] : [{ kind: 'skipped', position }];
-    if (txn.appliedBySink) return [{ kind: 'dropped', position }];
-    const changes: RowChange[] = txn.changes.map((p) => {
+    const audit = this.options.includeApplied === true;
+    const empty = !txn || (txn.changes.length === 0 && !(audit && txn.tombstoneWrites.length > 0));
+    if (empty) return txn?.appliedBySink ? [{ kind: 'dropped', position }] : [{ kind: 'skipped', position }];
+    if (txn.appliedBySink && !audit) return [{ kind: 'dropped', position }];
+    const untombstoned: number[] = [];
+    const changes: RowChange[] = txn.changes.map((p, index) => {
       let version = p.version;
-      if (version === undefined) version = this.deleteVersion(txn, p, position);
+      if (version === undefined) {
+        version = this.deleteVersion(txn, p, position, audit);
+        if (version === undefined) {
+          untombstoned.push(index);
+          version = this.versionOf(p, p.before!);
+        }
+      }
       const change: RowChange = { schema: p.schema, table: p.table, op: p.op, version };
       if (p.before) change.before = p.before;
       if (p.after) change.after = p.after;
       return change;
     });
-    return [{ kind: 'transaction', txn: { sourceId: this.options.sourceId, position, changes }, bytes: txn.bytes }];
+    const item: Extract<AssembledItem, { kind: 'transaction' }> = { kind: 'transaction', txn: { sourceId: this.options.sourceId, position, changes }, bytes: txn.bytes };
+    if (audit) {
+      item.details = { applied: txn.appliedBySink, untombstoned, tombstones: txn.tombstoneWrites };
+      if (timestamp !== undefined) item.details.timestamp = timestamp;
+    }
+    return [item];
   }
 
-  private deleteVersion(txn: OpenTransaction, change: PendingChange, position: string): bigint {
+  /** The delete's version from its tombstone; undefined without one when `lenient`, else MissingTombstoneError. */
+  private deleteVersion(txn: OpenTransaction, change: PendingChange, position: string, lenient: boolean): bigint | undefined {
     const tombTable = tombstoneTableName(change.schema, change.table);
     const tomb = txn.tombstones.get(tombTable);
     const version = tomb ? tomb.versions.get(keyText(change.before!, tomb.keyColumns)) : undefined;
-    if (version === undefined) {
+    if (version === undefined && !lenient) {
       throw new MissingTombstoneError(change.schema, change.table, `${this.options.metaSchema}.${tombTable}`, position);
     }
     return version;
@@ -258,7 +322,7 @@ export class TransactionAssembler {
     if (startsWithKeyword(q, /^(BEGIN|START\s+TRANSACTION|XA\s+START)\b/i)) return this.push({ type: 'begin' });
     // A ROLLBACK query ends a group whose rows hit non-transactional tables: they stay changed, so
     // the group is treated like a commit.
-    if (startsWithKeyword(q, /^(COMMIT|ROLLBACK)\s*$/i)) return this.commit(event.nextPosition);
+    if (startsWithKeyword(q, /^(COMMIT|ROLLBACK)\s*$/i)) return this.commit(event.nextPosition, event.timestamp);
     if (startsWithKeyword(q, /^(SAVEPOINT|ROLLBACK\s+TO|RELEASE\s+SAVEPOINT|XA\s+END)\b/i)) return [];
     const ddl = parseDdl(q, event.schema);
     const items: AssembledItem[] = [];

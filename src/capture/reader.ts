@@ -15,7 +15,7 @@ import { BinlogPositionError, CaptureError, InvalidOptionsError, UnsafeSourceErr
 import type { Row, SourceTransaction } from '../model/change.ts';
 import { DUMP_SESSION_SQL } from '../sql/binlog.ts';
 import type { Logger } from '../writer/options.ts';
-import { type AssembledItem, type CaptureEvent, type SchemaChange, TransactionAssembler } from './assembler.ts';
+import { type AssembledItem, type CaptureEvent, type SchemaChange, TransactionAssembler, type TransactionDetails } from './assembler.ts';
 import { type TableFilter, type TableSelector, tableFilter } from './filter.ts';
 import { parsePosition } from './position.ts';
 import { checkPositionAvailable, currentPosition, sourceAdvisories, sourceSettings, unsafeSettings } from './source.ts';
@@ -23,8 +23,11 @@ import { type ColumnShape, normalizeRow, TYPE_BLOB, TYPE_JSON } from './values.t
 
 /** What capture hands to the apply side. Each call is awaited before the next one is made. */
 export interface CaptureHandler {
-  /** A committed transaction with changes of the captured tables. */
-  onTransaction(txn: SourceTransaction): void | Promise<void>;
+  /**
+   * A committed transaction with changes of the captured tables. `details` only with
+   * `includeApplied` (the history audit): whether a sink applied it, its tombstone writes.
+   */
+  onTransaction(txn: SourceTransaction, details?: TransactionDetails): void | Promise<void>;
   /** DDL on a captured table or schema: refresh metadata before the next transaction. */
   onSchemaChange?(change: SchemaChange): void | Promise<void>;
   /**
@@ -62,6 +65,12 @@ export interface CaptureOptions {
   /** Minimum time between keepalives for skipped/dropped transactions. Default 1000 ms. */
   keepaliveIntervalMs?: number;
   reconnect?: { maxAttempts?: number; initialDelayMs?: number; maxDelayMs?: number };
+  /**
+   * For the history audit only (default false): also hand over transactions applied by a sink,
+   * with `details` saying so, and deletes without a tombstone (see TransactionDetails). Never for
+   * replication: emitting sink-applied transactions would loop them back.
+   */
+  includeApplied?: boolean;
   logger?: Logger;
 }
 
@@ -92,7 +101,7 @@ export interface CaptureStats {
 }
 
 type QueueItem =
-  | { kind: 'transaction'; txn: SourceTransaction; bytes: number }
+  | { kind: 'transaction'; txn: SourceTransaction; bytes: number; details?: TransactionDetails }
   | { kind: 'schema'; change: SchemaChange; bytes: number }
   | { kind: 'keepalive'; position: string; bytes: number };
 
@@ -200,6 +209,7 @@ export class BinlogCapture {
       tables: this.filter,
       metaSchema: this.metaSchema,
       versionColumn: options.versionColumn ?? '_lww_ts',
+      includeApplied: options.includeApplied === true,
     });
     this.log = options.logger ?? silent;
     this.dsn = typeof options.source === 'string' ? parseUrl(options.source) : (options.source as ConnectionOptions);
@@ -386,7 +396,7 @@ export class BinlogCapture {
   private route(item: AssembledItem): void {
     switch (item.kind) {
       case 'transaction':
-        this.enqueue({ kind: 'transaction', txn: item.txn, bytes: item.bytes });
+        this.enqueue(item);
         return;
       case 'schema':
         if (this.options.handler.onSchemaChange) this.enqueue({ kind: 'schema', change: item.change, bytes: item.change.query.length });
@@ -476,7 +486,8 @@ export class BinlogCapture {
     const h = this.options.handler;
     switch (item.kind) {
       case 'transaction':
-        await h.onTransaction(item.txn);
+        if (item.details) await h.onTransaction(item.txn, item.details);
+        else await h.onTransaction(item.txn);
         this.counters.transactions++;
         this.counters.rows += item.txn.changes.length;
         this.counters.deliveredPosition = item.txn.position;
@@ -649,10 +660,10 @@ function toCaptureEvent(event: AnyBinlogEvent): CaptureEvent | undefined {
     }
     case 'Query': {
       const e = event as Extract<AnyBinlogEvent, { query: string }>;
-      return { type: 'query', query: e.query, schema: e.schema, nextPosition: e.nextPosition };
+      return { type: 'query', query: e.query, schema: e.schema, nextPosition: e.nextPosition, timestamp: e.timestamp };
     }
     case 'Xid':
-      return { type: 'commit', nextPosition: event.nextPosition };
+      return { type: 'commit', nextPosition: event.nextPosition, timestamp: event.timestamp };
     case 'MariadbGtid':
       return (event as Extract<AnyBinlogEvent, { standalone: boolean }>).standalone ? undefined : { type: 'begin' };
     case 'XaPrepare':
@@ -685,4 +696,37 @@ function toCaptureEvent(event: AnyBinlogEvent): CaptureEvent | undefined {
 /** Starts a capture: checks the source's settings (UnsafeSourceError lists every problem), then streams. */
 export function startCapture(options: CaptureOptions): Promise<BinlogCapture> {
   return BinlogCapture.start(options);
+}
+
+/**
+ * When the server opened a binlog file, in ms since the epoch (second resolution): the header time
+ * of the file's FORMAT_DESCRIPTION event, its first real event. Every transaction in the file
+ * committed at or after it. Reads only the head of the file. Used to turn a time into a position.
+ */
+export async function binlogFileStartTime(source: Target, file: string, options: { connectTimeoutMs?: number; replicaServerId?: number } = {}): Promise<number> {
+  const dsn = typeof source === 'string' ? parseUrl(source) : (source as ConnectionOptions);
+  const timeoutMs = options.connectTimeoutMs ?? 10_000;
+  const z = new ZongJi({ ...dsn, connectTimeout: timeoutMs });
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await new Promise<number>((resolve, reject) => {
+      timer = setTimeout(() => reject(new CaptureError(`no FORMAT_DESCRIPTION event read from ${file} within ${timeoutMs} ms`, `${file}:4`)), timeoutMs);
+      z.on('binlog', (event: AnyBinlogEvent) => {
+        if (event.getTypeName() === 'Format') resolve(event.timestamp);
+      });
+      z.on('error', (err: Error) => reject(err));
+      z.start({
+        serverId: options.replicaServerId ?? 1_000_000_000 + Math.floor(Math.random() * 1_000_000_000),
+        filename: file,
+        position: 4,
+        includeEvents: ['format'],
+      });
+    });
+  } finally {
+    clearTimeout(timer);
+    z.removeAllListeners('binlog');
+    z.removeAllListeners('error');
+    z.on('error', () => {});
+    z.stop();
+  }
 }

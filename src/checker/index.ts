@@ -12,3 +12,25 @@ export {
   type TableStateReport,
 } from './report.ts';
 export { canonicalJson, canonicalValue, classify, effectiveState, lwwWinner } from './compare-values.ts';
+// The history audit (did replication keep the LWW rules over a binlog window?).
+export { type AuditOptions, auditHistory, positionAtTime } from './audit.ts';
+export {
+  type Classification,
+  type ClassifyOptions,
+  classifyHistory,
+  type HistoryTransaction,
+  type KeyWrite,
+  keyIdOf,
+  lostCandidates,
+  type NodeHistory,
+} from './audit-classify.ts';
+export {
+  AUDIT_CLASSES,
+  type AuditClass,
+  type AuditFinding,
+  type AuditNodeSummary,
+  type AuditReport,
+  auditReportToJson,
+  type AuditWrite,
+  formatAuditReport,
+} from './audit-report.ts';

@@ -8,9 +8,13 @@ interface CommandModule {
 }
 
 const commands: Record<string, () => Promise<CommandModule>> = {
+  audit: () => import('./commands/audit.ts'),
   check: () => import('./commands/check.ts'),
   servers: () => import('./commands/servers.ts'),
   replicate: () => import('./commands/replicate.ts'),
+  harness: () => import('./commands/harness.ts'),
+  compare: () => import('./commands/compare.ts'),
+  demo: () => import('./commands/demo.ts'),
   install: () => import('./commands/install.ts'),
   uninstall: () => import('./commands/uninstall.ts'),
 };

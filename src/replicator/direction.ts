@@ -139,15 +139,19 @@ export class Direction {
   private async runOnce(): Promise<void> {
     const { source, target } = this.options;
     this.state = 'starting';
-    const sink = createSink({
+    const sinkOptions = {
       target: target.url,
       metaSchema: this.options.metaSchema,
       versionColumn: this.options.versionColumn,
       logger: this.options.logger,
       owner: `replicator:${process.pid}:${this.name}`,
       ...this.options.sink,
+    };
+    const sink = createSink({
+      ...sinkOptions,
       onCommit: (info) => {
         for (const t of info.transactions) {
+          if (t.sourceId !== this.sourceId) continue;
           if (t.changes > 0) this.lag.record(t.maxVersion, info.committedAtMs);
           this.checkpointPosition = t.position;
         }
@@ -174,7 +178,14 @@ export class Direction {
       this.checkpointPosition = checkpoint;
       if (this.options.initialCopy) {
         this.state = 'copying';
-        await this.options.initialCopy({ sink, sourceId: this.sourceId, direction: this });
+        // Its own sink, so copy counts (mostly rows already equal) stay out of the stream's counters.
+        const copySink = createSink(sinkOptions);
+        try {
+          await this.options.initialCopy({ sink: copySink, sourceId: this.sourceId, direction: this });
+          await copySink.close();
+        } finally {
+          await copySink.abort();
+        }
       }
       if (this.stopped) return;
       capture = await startCapture({

@@ -1,0 +1,31 @@
+import { expect, it } from 'vitest';
+import { harnessAudit } from '../../src/harness/audit-step.ts';
+import { parseFault } from '../../src/harness/faults.ts';
+import { runHarness } from '../../src/harness/harness.ts';
+import { describeEachEngine } from '../helpers/engines.ts';
+
+// Short version of the 2-minute acceptance run (scripts/harness-seeds.ts runs the long one):
+// 2 × 8 writers on hot keys with inserts, updates and deletes, and every fault kind.
+const FAULTS = ['skew:n1@1s=-5s', 'kill@3s/1s', 'net:n1@5s/2s', 'restart:n2@8s/2s'].map(parseFault);
+
+describeEachEngine('harness with every fault kind', 2, (ctx) => {
+  for (const seed of [11, 12, 13, 14, 15]) {
+    it(`seed ${seed}: converges to the writers' expected state with no finding but lww_skipped`, async () => {
+      const r = await runHarness({
+        engine: ctx.engine,
+        servers: ctx.servers,
+        workload: { kind: 'hot_keys', schema: 'hk', tables: 2, rowsPerTable: 40, threads: 8, durationMs: 11_000, seed, hotKeys: 12 },
+        faults: FAULTS,
+        audit: harnessAudit,
+      });
+      expect(r.faultsInjected).toBe(4);
+      expect(r.replicatorKills).toBe(1);
+      expect(r.transactions).toBeGreaterThan(500);
+      expect(r.state.identical).toBe(true);
+      expect(r.converged).toBe(true);
+      expect(r.expectationMismatches).toEqual([]);
+      expect(r.audit!.findings).toBe(0);
+      expect(r.audit!.counts.lww_skipped).toBeGreaterThan(0);
+    });
+  }
+});
