@@ -77,3 +77,13 @@ export function parseWorkloadFlags(values: Record<string, unknown>, schema = 'lw
     },
   };
 }
+
+/** Parsed workload flags, or 2 after printing what is wrong. */
+export function workloadFlagsOrProblem(command: string, values: Record<string, unknown>): WorkloadFlags | number {
+  try {
+    return parseWorkloadFlags(values);
+  } catch (err) {
+    console.error(`lww-sink ${command}: ${(err as Error).message}`);
+    return 2;
+  }
+}

@@ -20,20 +20,18 @@ describeEachEngine('lww-sink replicate (command)', 2, (ctx) => {
     const conns = await setupNodes(urls, 'cli', ['CREATE TABLE {{db}}.t (id INT PRIMARY KEY, v INT NOT NULL)'], ['t']);
     const port = await freePort();
     const p = spawnCli(['replicate', '--node', urls[0]!, '--node', urls[1]!, '--json', '--status-interval', '1', '--metrics-port', String(port)]);
+    const lastStatus = () =>
+      p
+        .output()
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l) as { directions: Array<{ name: string; state: string; lagBytes?: number; sink: { totals: { inserted: number } } }> })
+        .pop();
     try {
+      await eventually('both directions to stream', async () => lastStatus(), (s) => s?.directions.every((d) => d.state === 'streaming') === true);
       await conns[0]!.query('INSERT INTO cli.t (id, v) VALUES (1, 1), (2, 2)');
       await converged(conns, 'cli', 't');
-      const status = await eventually(
-        'a status line with the applied rows',
-        async () =>
-          p
-            .output()
-            .split('\n')
-            .filter((l) => l.startsWith('{'))
-            .map((l) => JSON.parse(l) as { directions: Array<{ name: string; state: string; lagBytes?: number; sink: { totals: { inserted: number } } }> })
-            .pop(),
-        (s) => s?.directions.find((d) => d.name === 'n1→n2')?.sink.totals.inserted === 2,
-      );
+      const status = await eventually('a status line with the applied rows', async () => lastStatus(), (s) => s?.directions.find((d) => d.name === 'n1→n2')?.sink.totals.inserted === 2);
       expect(status!.directions.map((d) => d.state)).toEqual(['streaming', 'streaming']);
       const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
       expect(metrics).toMatch(/lww_applied_rows\{direction="n1→n2"\} 2/);

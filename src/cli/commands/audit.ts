@@ -1,8 +1,8 @@
 // `lww-sink audit`: the history audit over a binlog window of two or more nodes. Exit 0 no finding,
 // 1 findings, 2 when the audit could not run (bad flags, a node unreachable, a binlog unreadable).
-import { parseArgs } from 'node:util';
 import { auditHistory, auditReportToJson, formatAuditReport } from '../../checker/index.ts';
 import { LwwError } from '../../errors.ts';
+import { integerFlag, nodeProblems, parseCommandArgs, splitList, tableListProblems, usageProblems } from '../args.ts';
 
 export const summary = 'check from the binlogs that replication kept the LWW rules over a window (history audit)';
 
@@ -41,67 +41,35 @@ function parseTime(text: string): Date | undefined {
 }
 
 export async function run(argv: string[]): Promise<number> {
-  let values: {
-    node?: string[];
-    from?: string;
-    since?: string;
-    until?: string;
-    tables?: string;
-    'meta-schema'?: string;
-    'version-column'?: string;
-    'max-findings'?: string;
-    json?: boolean;
-    help?: boolean;
-  };
-  try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: {
-        node: { type: 'string', multiple: true },
-        from: { type: 'string' },
-        since: { type: 'string' },
-        until: { type: 'string' },
-        tables: { type: 'string' },
-        'meta-schema': { type: 'string' },
-        'version-column': { type: 'string' },
-        'max-findings': { type: 'string' },
-        json: { type: 'boolean', default: false },
-        help: { type: 'boolean', short: 'h' },
-      },
-      allowPositionals: false,
-    }));
-  } catch (e) {
-    console.error(`lww-sink audit: ${(e as Error).message}\n\n${HELP}`);
-    return 2;
-  }
-  if (values.help) {
-    console.log(HELP);
-    return 0;
-  }
+  const parsed = parseCommandArgs('audit', HELP, argv, {
+    node: { type: 'string', multiple: true },
+    from: { type: 'string' },
+    since: { type: 'string' },
+    until: { type: 'string' },
+    tables: { type: 'string' },
+    'meta-schema': { type: 'string' },
+    'version-column': { type: 'string' },
+    'max-findings': { type: 'string' },
+    json: { type: 'boolean', default: false },
+  });
+  if (!parsed.ok) return parsed.exit;
+  const { values } = parsed;
   const nodes = values.node ?? [];
   const from = positions('from', values.from, nodes.length);
   const until = positions('until', values.until, nodes.length);
   const since = values.since === undefined ? undefined : parseTime(values.since);
-  const maxFindings = values['max-findings'] === undefined ? 10_000 : Number(values['max-findings']);
-  const tables = values.tables
-    ?.split(',')
-    .map((t) => t.trim())
-    .filter(Boolean);
-  const problems = [
-    nodes.length < 2 ? `give at least two --node URLs (got ${nodes.length})` : '',
-    ...nodes.map((u) => (/^(mysql|mariadb):\/\//.test(u) ? '' : `--node must be a mysql:// URL (got "${u.replace(/:[^:@/]*@/, ':***@')}")`)),
-    (values.from === undefined) === (values.since === undefined) ? 'give the window start with --from or --since (one of them)' : '',
-    typeof from === 'string' ? from : '',
-    typeof until === 'string' ? until : '',
-    values.since !== undefined && !since ? `--since must be a time such as 2025-01-31T12:00:00Z or epoch seconds (got "${values.since}")` : '',
-    !Number.isSafeInteger(maxFindings) || maxFindings < 0 ? `--max-findings must be an integer >= 0 (got "${values['max-findings']}")` : '',
-    ...(tables ?? []).map((t) => (/^[^.]+\..+$/.test(t) ? '' : `--tables entries must be schema.table (got "${t}")`)),
-    tables !== undefined && tables.length === 0 ? '--tables is empty' : '',
-  ].filter(Boolean);
-  if (problems.length > 0) {
-    console.error(`lww-sink audit: ${problems.join('; ')}`);
-    return 2;
-  }
+  const maxFindings = values['max-findings'] === undefined ? 10_000 : integerFlag('max-findings', values['max-findings'], 0);
+  const tables = splitList(values.tables);
+  const bad = usageProblems('audit', [
+    ...nodeProblems(nodes),
+    (values.from === undefined) === (values.since === undefined) && 'give the window start with --from or --since (one of them)',
+    typeof from === 'string' && from,
+    typeof until === 'string' && until,
+    values.since !== undefined && !since && `--since must be a time such as 2025-01-31T12:00:00Z or epoch seconds (got "${values.since}")`,
+    typeof maxFindings === 'string' && maxFindings,
+    ...tableListProblems(tables),
+  ]);
+  if (bad !== undefined) return bad;
   try {
     const report = await auditHistory({
       nodes,
@@ -111,7 +79,7 @@ export async function run(argv: string[]): Promise<number> {
       tables,
       metaSchema: values['meta-schema'],
       versionColumn: values['version-column'],
-      maxFindings,
+      maxFindings: maxFindings as number,
     });
     console.log(values.json ? auditReportToJson(report) : formatAuditReport(report));
     return report.ok ? 0 : 1;

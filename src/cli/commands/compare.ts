@@ -1,10 +1,10 @@
 // lww-sink compare: the same seeded workload (same faults) with LWW and with REPLACE, side by side.
 import { writeFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
 import { harnessAudit } from '../../harness/audit-step.ts';
 import { comparisonMarkdown, compareModes, formatComparison } from '../../harness/compare.ts';
 import { consoleLogger, toJson } from '../logger.ts';
-import { parseWorkloadFlags, WORKLOAD_HELP, workloadFlagOptions } from '../workload-flags.ts';
+import { parseCommandArgs } from '../args.ts';
+import { WORKLOAD_HELP, workloadFlagOptions, workloadFlagsOrProblem } from '../workload-flags.ts';
 
 export const summary = 'run the same workload with LWW and with REPLACE INTO and show what each did to the data';
 
@@ -15,27 +15,14 @@ ${WORKLOAD_HELP}
 `;
 
 export async function run(argv: string[]): Promise<number> {
-  let values: Record<string, unknown>;
-  try {
-    values = parseArgs({ args: argv, options: { ...workloadFlagOptions, report: { type: 'string' }, help: { type: 'boolean', default: false } } }).values;
-  } catch (err) {
-    console.error(`${(err as Error).message}\n\n${HELP}`);
-    return 2;
-  }
-  if (values.help) {
-    console.log(HELP);
-    return 0;
-  }
-  let flags: ReturnType<typeof parseWorkloadFlags>;
-  try {
-    flags = parseWorkloadFlags(values);
-  } catch (err) {
-    console.error((err as Error).message);
-    return 2;
-  }
+  const parsed = parseCommandArgs('compare', HELP, argv, { ...workloadFlagOptions, report: { type: 'string' } });
+  if (!parsed.ok) return parsed.exit;
+  const { values } = parsed;
+  const flags = workloadFlagsOrProblem('compare', values);
+  if (typeof flags === 'number') return flags;
   const c = await compareModes({ engine: flags.engine, workload: flags.workload, faults: flags.faults, audit: harnessAudit, logger: consoleLogger() });
   const title = `LWW vs REPLACE: ${flags.workload.kind}, ${flags.workload.threads} writers per node, ${flags.workload.durationMs / 1000}s, seed ${flags.workload.seed}, ${flags.engine}`;
-  if (values.report) writeFileSync(String(values.report), comparisonMarkdown(c, title));
+  if (values.report) writeFileSync(values.report, comparisonMarkdown(c, title));
   if (values.json) console.log(toJson({ title, rows: c.rows, lww: c.lww, replace: c.replace }, 2));
   else console.log(`\n${title}\n\n${formatComparison(c.rows)}`);
   return 0;

@@ -1,31 +1,28 @@
 // lww-sink demo (npm run demo): two local servers, LWW installed on a sample schema, a short
 // hot-key workload both ways with one network-loss fault; prints the convergence result and the
 // LWW-vs-REPLACE table, then stops the servers.
-import { parseArgs } from 'node:util';
 import { harnessAudit } from '../../harness/audit-step.ts';
 import { compareModes, formatComparison } from '../../harness/compare.ts';
 import { parseDuration, parseFault } from '../../harness/faults.ts';
+import { parseCommandArgs, usageProblems } from '../args.ts';
 import { consoleLogger } from '../logger.ts';
 
 export const summary = 'a short LWW vs REPLACE run on two local servers (what `npm run demo` runs)';
 
+const HELP = 'usage: lww-sink demo [--engine mysql|mariadb] [--duration 20s] [--seed N]';
+
 export async function run(argv: string[]): Promise<number> {
-  let values: { engine?: string; duration?: string; seed?: string; help?: boolean };
-  try {
-    values = parseArgs({
-      args: argv,
-      options: { engine: { type: 'string', default: 'mysql' }, duration: { type: 'string', default: '20s' }, seed: { type: 'string', default: '42' }, help: { type: 'boolean', default: false } },
-    }).values;
-  } catch (err) {
-    console.error(`${(err as Error).message}\nusage: lww-sink demo [--engine mysql|mariadb] [--duration 20s] [--seed N]`);
-    return 2;
-  }
-  if (values.help) {
-    console.log('usage: lww-sink demo [--engine mysql|mariadb] [--duration 20s] [--seed N]');
-    return 0;
-  }
+  const parsed = parseCommandArgs('demo', HELP, argv, {
+    engine: { type: 'string', default: 'mysql' },
+    duration: { type: 'string', default: '20s' },
+    seed: { type: 'string', default: '42' },
+  });
+  if (!parsed.ok) return parsed.exit;
+  const { values } = parsed;
+  const bad = usageProblems('demo', [values.engine !== 'mysql' && values.engine !== 'mariadb' && '--engine must be mysql or mariadb', !/^\d+$/.test(values.seed) && '--seed must be an integer'], HELP);
+  if (bad !== undefined) return bad;
   const engine = values.engine === 'mariadb' ? 'mariadb' : 'mysql';
-  const durationMs = parseDuration(values.duration ?? '20s');
+  const durationMs = parseDuration(values.duration);
   const loss = parseFault(`net:n1@${Math.round((durationMs * 0.4) / 1000)}s/${Math.max(1, Math.round((durationMs * 0.2) / 1000))}s`);
   const log = consoleLogger();
   console.log(

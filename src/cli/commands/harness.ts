@@ -1,9 +1,9 @@
 // lww-sink harness: one bidirectional run with writers on both nodes, faults, and the checks.
-import { parseArgs } from 'node:util';
 import { harnessAudit } from '../../harness/audit-step.ts';
 import { runHarness, type HarnessResult } from '../../harness/harness.ts';
 import { consoleLogger, toJson } from '../logger.ts';
-import { parseWorkloadFlags, WORKLOAD_HELP, workloadFlagOptions } from '../workload-flags.ts';
+import { parseCommandArgs, usageProblems } from '../args.ts';
+import { WORKLOAD_HELP, workloadFlagOptions, workloadFlagsOrProblem } from '../workload-flags.ts';
 
 export const summary = 'run writers on two fresh servers with replication both ways, inject faults, then check convergence';
 
@@ -25,34 +25,19 @@ export function describeResult(r: HarnessResult): string {
 }
 
 export async function run(argv: string[]): Promise<number> {
-  let values: Record<string, unknown>;
-  try {
-    values = parseArgs({
-      args: argv,
-      options: { ...workloadFlagOptions, mode: { type: 'string', default: 'lww' }, failpoints: { type: 'string' }, help: { type: 'boolean', default: false } },
-    }).values;
-  } catch (err) {
-    console.error(`${(err as Error).message}\n\n${HELP}`);
-    return 2;
-  }
-  if (values.help) {
-    console.log(HELP);
-    return 0;
-  }
-  let flags: ReturnType<typeof parseWorkloadFlags>;
-  try {
-    flags = parseWorkloadFlags(values);
-    if (values.mode !== 'lww' && values.mode !== 'replace') throw new Error('--mode must be lww or replace');
-  } catch (err) {
-    console.error((err as Error).message);
-    return 2;
-  }
+  const parsed = parseCommandArgs('harness', HELP, argv, { ...workloadFlagOptions, mode: { type: 'string', default: 'lww' }, failpoints: { type: 'string' } });
+  if (!parsed.ok) return parsed.exit;
+  const { values } = parsed;
+  const flags = workloadFlagsOrProblem('harness', values);
+  if (typeof flags === 'number') return flags;
+  const bad = usageProblems('harness', [values.mode !== 'lww' && values.mode !== 'replace' && '--mode must be lww or replace'], HELP);
+  if (bad !== undefined) return bad;
   const result = await runHarness({
     engine: flags.engine,
     workload: flags.workload,
     faults: flags.faults,
     mode: values.mode as 'lww' | 'replace',
-    failpoints: values.failpoints as string | undefined,
+    failpoints: values.failpoints,
     audit: harnessAudit,
     logger: consoleLogger(),
   });

@@ -1,10 +1,9 @@
 // `lww-sink install`: prepares tables of one server for LWW replication (version column, tombstone
 // table, triggers stamping local writes with this node's versions). Safe to run again.
-import { parseArgs } from 'node:util';
-import { parseUrl } from '../../db/connection.ts';
 import { InvalidOptionsError } from '../../errors.ts';
 import { type InstallResult, install } from '../../install/install.ts';
 import { formatTableRef } from '../../install/table-list.ts';
+import { parseCommandArgs, urlProblem, usageProblems } from '../args.ts';
 import { splitTableList } from './table-flags.ts';
 
 export const summary = 'prepare tables for LWW replication: version column, tombstones, triggers (idempotent)';
@@ -35,63 +34,30 @@ function describe(result: InstallResult): string {
   return lines.join('\n');
 }
 
-function urlProblem(url: string): string {
-  try {
-    parseUrl(url);
-    return '';
-  } catch (e) {
-    return `--url: ${(e as Error).message}`;
-  }
-}
-
 export async function run(argv: string[]): Promise<number> {
-  let values: {
-    url?: string;
-    'node-id'?: string;
-    tables?: string;
-    schema?: string;
-    'version-column'?: string;
-    'meta-schema'?: string;
-    json?: boolean;
-    help?: boolean;
-  };
-  try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: {
-        url: { type: 'string' },
-        'node-id': { type: 'string' },
-        tables: { type: 'string' },
-        schema: { type: 'string' },
-        'version-column': { type: 'string' },
-        'meta-schema': { type: 'string' },
-        json: { type: 'boolean', default: false },
-        help: { type: 'boolean', short: 'h' },
-      },
-      strict: true,
-      allowPositionals: false,
-    }));
-  } catch (e) {
-    console.error(`lww-sink install: ${(e as Error).message}\n\n${HELP}`);
-    return 2;
-  }
-  if (values.help) {
-    console.log(HELP);
-    return 0;
-  }
+  const parsed = parseCommandArgs('install', HELP, argv, {
+    url: { type: 'string' },
+    'node-id': { type: 'string' },
+    tables: { type: 'string' },
+    schema: { type: 'string' },
+    'version-column': { type: 'string' },
+    'meta-schema': { type: 'string' },
+    json: { type: 'boolean', default: false },
+  });
+  if (!parsed.ok) return parsed.exit;
+  const { values } = parsed;
   const nodeId = values['node-id'] === undefined ? Number.NaN : Number(values['node-id']);
-  const problems = [
-    values.url ? urlProblem(values.url) : '--url is required',
-    values['node-id'] === undefined ? '--node-id is required' : '',
-    values['node-id'] !== undefined && (!/^\d+$/.test(values['node-id']) || nodeId > 1023)
-      ? `--node-id must be an integer in 0..1023 (got "${values['node-id']}")`
-      : '',
-    (values.tables === undefined) === (values.schema === undefined) ? 'give exactly one of --tables and --schema' : '',
-  ].filter(Boolean);
-  if (problems.length > 0) {
-    console.error(`lww-sink install: ${problems.join('; ')}\n\n${HELP}`);
-    return 2;
-  }
+  const bad = usageProblems(
+    'install',
+    [
+      values.url ? urlProblem('url', values.url) : '--url is required',
+      values['node-id'] === undefined && '--node-id is required',
+      values['node-id'] !== undefined && (!/^\d+$/.test(values['node-id']) || nodeId > 1023) && `--node-id must be an integer in 0..1023 (got "${values['node-id']}")`,
+      (values.tables === undefined) === (values.schema === undefined) && 'give exactly one of --tables and --schema',
+    ],
+    HELP,
+  );
+  if (bad !== undefined) return bad;
   let result: InstallResult;
   try {
     result = await install({

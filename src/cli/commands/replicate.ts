@@ -1,8 +1,8 @@
 // lww-sink replicate --node URL --node URL [--tables db.t,...|--schema db] [--json] [--metrics-port P]
-import { parseArgs } from 'node:util';
 import { initialCopyOf } from '../../replicator/initial-copy.ts';
 import { Replicator, type ReplicatorStatus } from '../../replicator/replicator.ts';
 import { serveMetrics } from '../../replicator/metrics.ts';
+import { integerFlag, nodeProblems, parseCommandArgs, splitList, usageProblems } from '../args.ts';
 import { consoleLogger, toJson } from '../logger.ts';
 
 export const summary = 'replicate both ways between nodes with last-write-wins (runs until Ctrl-C)';
@@ -32,57 +32,46 @@ function formatStatus(s: ReplicatorStatus): string {
 }
 
 export async function run(argv: string[]): Promise<number> {
-  let values: ReturnType<typeof parse>['values'];
-  function parse() {
-    return parseArgs({
-      args: argv,
-      options: {
-        node: { type: 'string', multiple: true },
-        tables: { type: 'string' },
-        schema: { type: 'string', multiple: true },
-        'meta-schema': { type: 'string', default: 'lww_meta' },
-        'status-interval': { type: 'string', default: '5' },
-        json: { type: 'boolean', default: false },
-        'metrics-port': { type: 'string' },
-        'batch-rows': { type: 'string' },
-        'no-initial-copy': { type: 'boolean', default: false },
-        help: { type: 'boolean', default: false },
-      },
-    });
-  }
-  try {
-    values = parse().values;
-  } catch (err) {
-    console.error(`${(err as Error).message}\n\n${HELP}`);
-    return 2;
-  }
-  if (values.help) {
-    console.log(HELP);
-    return 0;
-  }
+  const parsed = parseCommandArgs('replicate', HELP, argv, {
+    node: { type: 'string', multiple: true },
+    tables: { type: 'string' },
+    schema: { type: 'string', multiple: true },
+    'meta-schema': { type: 'string', default: 'lww_meta' },
+    'status-interval': { type: 'string', default: '5' },
+    json: { type: 'boolean', default: false },
+    'metrics-port': { type: 'string' },
+    'batch-rows': { type: 'string' },
+    'no-initial-copy': { type: 'boolean', default: false },
+  });
+  if (!parsed.ok) return parsed.exit;
+  const { values } = parsed;
   const nodes = values.node ?? [];
-  if (nodes.length < 2) {
-    console.error(`replicate needs at least two --node URLs\n\n${HELP}`);
-    return 2;
-  }
-  const tables = [...(values.tables ? values.tables.split(',').map((t) => t.trim()).filter(Boolean) : []), ...(values.schema ?? [])];
+  const tables = [...(splitList(values.tables) ?? []), ...(values.schema ?? [])];
   const interval = Number(values['status-interval']);
-  const batchRows = values['batch-rows'] === undefined ? undefined : Number(values['batch-rows']);
-  if (!Number.isFinite(interval) || interval < 0 || (batchRows !== undefined && !(Number.isInteger(batchRows) && batchRows > 0))) {
-    console.error('--status-interval must be a number of seconds and --batch-rows a positive integer');
-    return 2;
-  }
+  const batchRows = values['batch-rows'] === undefined ? undefined : integerFlag('batch-rows', values['batch-rows'], 1);
+  const metricsPort = values['metrics-port'] === undefined ? undefined : integerFlag('metrics-port', values['metrics-port'], 1);
+  const bad = usageProblems(
+    'replicate',
+    [
+      ...nodeProblems(nodes),
+      (!Number.isFinite(interval) || interval < 0) && '--status-interval must be a number of seconds',
+      typeof batchRows === 'string' && batchRows,
+      typeof metricsPort === 'string' && metricsPort,
+    ],
+    HELP,
+  );
+  if (bad !== undefined) return bad;
   const logger = consoleLogger();
   const replicator = new Replicator({
     nodes,
     tables: tables.length > 0 ? tables : undefined,
     metaSchema: values['meta-schema'],
-    sink: batchRows ? { batch: { maxRows: batchRows } } : undefined,
+    sink: typeof batchRows === 'number' ? { batch: { maxRows: batchRows } } : undefined,
     initialCopy: values['no-initial-copy'] ? false : initialCopyOf({ logger }),
     logger,
   });
   await replicator.start();
-  const metrics = values['metrics-port'] ? await serveMetrics(replicator, Number(values['metrics-port'])) : null;
+  const metrics = typeof metricsPort === 'number' ? await serveMetrics(replicator, metricsPort) : null;
   const print = async () => {
     const s = await replicator.status();
     if (values.json) console.log(toJson({ time: new Date().toISOString(), ...s }));

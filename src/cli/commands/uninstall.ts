@@ -1,11 +1,10 @@
 // `lww-sink uninstall`: removes what install added to tables of one server — triggers, tombstone
 // tables, registry rows, the version column where install added it, and the metadata schema when
 // no table remains installed.
-import { parseArgs } from 'node:util';
-import { parseUrl } from '../../db/connection.ts';
 import { InvalidOptionsError } from '../../errors.ts';
 import { type UninstallResult, uninstall } from '../../install/install.ts';
 import { formatTableRef } from '../../install/table-list.ts';
+import { parseCommandArgs, urlProblem, usageProblems } from '../args.ts';
 import { splitTableList } from './table-flags.ts';
 
 export const summary = 'remove what install added (triggers, tombstones, the version column it added)';
@@ -33,47 +32,25 @@ function describe(result: UninstallResult): string {
   return lines.join('\n');
 }
 
-function urlProblem(url: string): string {
-  try {
-    parseUrl(url);
-    return '';
-  } catch (e) {
-    return `--url: ${(e as Error).message}`;
-  }
-}
-
 export async function run(argv: string[]): Promise<number> {
-  let values: { url?: string; tables?: string; schema?: string; 'meta-schema'?: string; json?: boolean; help?: boolean };
-  try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: {
-        url: { type: 'string' },
-        tables: { type: 'string' },
-        schema: { type: 'string' },
-        'meta-schema': { type: 'string' },
-        json: { type: 'boolean', default: false },
-        help: { type: 'boolean', short: 'h' },
-      },
-      strict: true,
-      allowPositionals: false,
-    }));
-  } catch (e) {
-    console.error(`lww-sink uninstall: ${(e as Error).message}\n\n${HELP}`);
-    return 2;
-  }
-  if (values.help) {
-    console.log(HELP);
-    return 0;
-  }
-  const problems = [
-    values.url ? urlProblem(values.url) : '--url is required',
-    (values.tables === undefined) === (values.schema === undefined) ? 'give exactly one of --tables and --schema' : '',
-  ].filter(Boolean);
-  if (problems.length > 0) {
-    console.error(`lww-sink uninstall: ${problems.join('; ')}\n\n${HELP}`);
-    return 2;
-  }
+  const parsed = parseCommandArgs('uninstall', HELP, argv, {
+    url: { type: 'string' },
+    tables: { type: 'string' },
+    schema: { type: 'string' },
+    'meta-schema': { type: 'string' },
+    json: { type: 'boolean', default: false },
+  });
+  if (!parsed.ok) return parsed.exit;
+  const { values } = parsed;
+  const bad = usageProblems(
+    'uninstall',
+    [
+      values.url ? urlProblem('url', values.url) : '--url is required',
+      (values.tables === undefined) === (values.schema === undefined) && 'give exactly one of --tables and --schema',
+    ],
+    HELP,
+  );
+  if (bad !== undefined) return bad;
   let result: UninstallResult;
   try {
     result = await uninstall({

@@ -1,0 +1,65 @@
+// Flag parsing every command shares: --help, usage errors (exit 2), URL and node checks.
+import { type ParseArgsConfig, parseArgs } from 'node:util';
+import { parseUrl, redactUrl } from '../db/connection.ts';
+
+type Options = NonNullable<ParseArgsConfig['options']>;
+
+/** Parses a command's flags; prints help (exit 0) or the problem with the usage (exit 2) itself. */
+export function parseCommandArgs<const O extends Options>(command: string, help: string, argv: string[], options: O) {
+  try {
+    const { values } = parseArgs({ args: argv, options: { ...options, help: { type: 'boolean', short: 'h' } } as O, allowPositionals: false, strict: true });
+    if ((values as { help?: boolean }).help) {
+      console.log(help);
+      return { ok: false as const, exit: 0 };
+    }
+    return { ok: true as const, values };
+  } catch (e) {
+    console.error(`lww-sink ${command}: ${(e as Error).message}\n\n${help}`);
+    return { ok: false as const, exit: 2 };
+  }
+}
+
+/** Prints the problems of a command line (if any) and returns 2, else undefined. */
+export function usageProblems(command: string, problems: ReadonlyArray<string | false | undefined>, help?: string): number | undefined {
+  const real = problems.filter((p): p is string => typeof p === 'string' && p !== '');
+  if (real.length === 0) return undefined;
+  console.error(`lww-sink ${command}: ${real.join('; ')}${help ? `\n\n${help}` : ''}`);
+  return 2;
+}
+
+/** '' when the URL parses, else what is wrong with it (password redacted). */
+export function urlProblem(flag: string, url: string): string {
+  try {
+    parseUrl(url);
+    return '';
+  } catch (e) {
+    return `--${flag} ${redactUrl(url)}: ${(e as Error).message}`;
+  }
+}
+
+/** Problems with a list of --node URLs: at least `min`, each a mysql:// URL. */
+export function nodeProblems(nodes: readonly string[], min = 2): string[] {
+  return [nodes.length < min ? `give at least ${min === 2 ? 'two' : min} --node URLs (got ${nodes.length})` : '', ...nodes.map((u) => urlProblem('node', u))];
+}
+
+/** A comma-separated flag as a list (undefined when the flag is absent). */
+export function splitList(text: string | undefined): string[] | undefined {
+  return text
+    ?.split(',')
+    .map((t) => t.trim())
+    .filter(Boolean);
+}
+
+/** An integer flag ≥ min, or the problem with it. */
+export function integerFlag(flag: string, text: string, min: number): number | string {
+  const n = Number(text);
+  if (!/^\d+$/.test(text) || !Number.isSafeInteger(n) || n < min) return `--${flag} must be an integer >= ${min} (got "${text}")`;
+  return n;
+}
+
+/** Problems with a --tables list of schema.table names. */
+export function tableListProblems(tables: readonly string[] | undefined): string[] {
+  if (tables === undefined) return [];
+  if (tables.length === 0) return ['--tables is empty'];
+  return tables.map((t) => (/^[^.]+\..+$/.test(t) ? '' : `--tables entries must be schema.table (got "${t}")`));
+}
