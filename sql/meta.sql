@@ -48,15 +48,3 @@ CREATE TABLE IF NOT EXISTS {{meta}}.`tables` (
   `added_version_column` TINYINT NOT NULL DEFAULT 0,
   PRIMARY KEY (`schema_name`, `table_name`)
 ) ENGINE=InnoDB
-;
--- Progress of an initial copy (source_id, table) so a crashed copy resumes at its last chunk.
-CREATE TABLE IF NOT EXISTS {{meta}}.`copy_progress` (
-  `source_id`   VARCHAR(255)  NOT NULL,
-  `schema_name` VARCHAR(64)   NOT NULL,
-  `table_name`  VARCHAR(64)   NOT NULL,
-  `last_key`    LONGTEXT      NULL,
-  `done`        TINYINT       NOT NULL DEFAULT 0,
-  `rows_copied` BIGINT UNSIGNED NOT NULL DEFAULT 0,
-  `updated_at`  TIMESTAMP(6)  NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
-  PRIMARY KEY (`source_id`, `schema_name`, `table_name`)
-) ENGINE=InnoDB

@@ -17,3 +17,5 @@ export { runHarness, type HarnessOptions, type HarnessResult } from './harness/h
 export { compareModes, formatComparison, comparisonMarkdown, type Comparison } from './harness/compare.ts';
 export { parseFault, type Fault } from './harness/faults.ts';
 export { startServers, type RunningServer, type Engine } from './servers/index.ts';
+export { copyTables, type CopyReport } from './sync/initial-copy.ts';
+export { syncNodes, formatSyncReport } from './sync/repair.ts';

@@ -12,6 +12,7 @@ const commands: Record<string, () => Promise<CommandModule>> = {
   check: () => import('./commands/check.ts'),
   servers: () => import('./commands/servers.ts'),
   replicate: () => import('./commands/replicate.ts'),
+  sync: () => import('./commands/sync.ts'),
   harness: () => import('./commands/harness.ts'),
   compare: () => import('./commands/compare.ts'),
   demo: () => import('./commands/demo.ts'),

@@ -1,19 +1,84 @@
-// Keyset-paged reads for copying a table in primary-key order. Pure text; values bound.
+// Statements of the full-table merge (initial copy and sync): keyset-paged reads in primary-key
+// order, row counts for progress, and non-locking version lookups on the target. Pure text; values
+// always bound.
 import { quoteIdent, quoteList, quoteTable } from './quote.ts';
 
-/** `(a, b) > (?, ?)` — bound: the last key of the previous chunk. */
-function after(key: readonly string[]): string {
-  return key.length === 1 ? `${quoteIdent(key[0]!)} > ?` : `(${quoteList(key)}) > (${key.map(() => '?').join(', ')})`;
+/**
+ * The lexicographic comparison of the key with a bound key, as `a > ? OR (a = ? AND b > ?) OR ...`
+ * with `a >= ?` in front: a range both engines read through the primary key. The row-constructor form
+ * `(a, b) > (?, ?)` is no range on MySQL 9.7 nor MariaDB 10.11 (a full index scan per chunk).
+ * Bound: keyBoundParams(bound).
+ */
+function keyBound(key: readonly string[], op: '>' | '>=' | '<='): string {
+  const q = key.map(quoteIdent);
+  const strict = op === '<=' ? '<' : '>';
+  if (q.length === 1) return `${q[0]} ${op} ?`;
+  const terms = q.map((col, i) => {
+    const cmp = `${col} ${i === q.length - 1 ? op : strict} ?`;
+    return i === 0 ? cmp : `(${[...q.slice(0, i).map((c) => `${c} = ?`), cmp].join(' AND ')})`;
+  });
+  return `${q[0]} ${op === '<=' ? '<=' : '>='} ? AND (${terms.join(' OR ')})`;
 }
 
-/** The next chunk of rows after a key (or from the start). Bound: last key (if any), then nothing: LIMIT is inlined as an integer. */
-export function selectChunkSql(schema: string, table: string, key: readonly string[], limit: number, fromStart: boolean): string {
+function afterKey(key: readonly string[]): string {
+  return keyBound(key, '>');
+}
+
+/** The bound values of a key comparison (`keyBound`, `afterKey`) with this key. */
+export function keyBoundParams<T>(last: readonly T[]): T[] {
+  if (last.length === 1) return [last[0]!];
+  const out: T[] = [last[0]!];
+  for (let i = 0; i < last.length; i++) out.push(...last.slice(0, i + 1));
+  return out;
+}
+
+function positiveLimit(limit: number): number {
   if (!Number.isInteger(limit) || limit <= 0) throw new Error(`chunk size must be a positive integer, got ${limit}`);
-  return `SELECT * FROM ${quoteTable(schema, table)}${fromStart ? '' : ` WHERE ${after(key)}`} ORDER BY ${quoteList(key)} LIMIT ${limit}`;
+  return limit;
 }
 
-export function countRowsSql(schema: string, table: string): string {
-  return `SELECT COUNT(*) AS \`n\` FROM ${quoteTable(schema, table)}`;
+/**
+ * The next chunk of a table in key order, after a key or from the start. LIMIT is inlined as an
+ * integer; bound: `keyBoundParams(lastKey)` unless `fromStart`.
+ */
+export function selectChunkSql(schema: string, table: string, columns: readonly string[], key: readonly string[], limit: number, fromStart: boolean): string {
+  return (
+    `SELECT ${quoteList(columns)} FROM ${quoteTable(schema, table)}` +
+    `${fromStart ? '' : ` WHERE ${afterKey(key)}`} ORDER BY ${quoteList(key)} LIMIT ${positiveLimit(limit)}`
+  );
+}
+
+/** Rows of a table, or those after a key. Bound: `keyBoundParams(lastKey)` when `afterAKey`. */
+export function countRowsSql(schema: string, table: string, key: readonly string[] = [], afterAKey = false): string {
+  return `SELECT COUNT(*) AS \`n\` FROM ${quoteTable(schema, table)}${afterAKey ? ` WHERE ${afterKey(key)}` : ''}`;
+}
+
+/** The storage engine's row estimate (cheap, approximate). Bound: schema, table. */
+export const ESTIMATED_ROWS_SQL = 'SELECT TABLE_ROWS AS `n` FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?';
+
+/**
+ * Key and version of the given keys, without locks (the merge only plans with them; the sink decides
+ * under its own locks). Bound: keys × key columns.
+ */
+export function lookupVersionsSql(schema: string, table: string, key: readonly string[], versionColumn: string, keys: number): string {
+  if (!Number.isInteger(keys) || keys <= 0) throw new Error(`lookup needs at least one key, got ${keys}`);
+  const where =
+    key.length === 1
+      ? `${quoteIdent(key[0]!)} IN (${new Array(keys).fill('?').join(', ')})`
+      : `(${quoteList(key)}) IN (${new Array(keys).fill(`(${key.map(() => '?').join(', ')})`).join(', ')})`;
+  return `SELECT ${quoteList([...key, versionColumn])} FROM ${quoteTable(schema, table)} WHERE ${where}`;
+}
+
+/**
+ * Key and version of every row with a key in [first, last], without locks: the versions a target
+ * holds for a chunk of source keys, read as one range. LIMIT inlined; bound: keyBoundParams(first),
+ * then keyBoundParams(last).
+ */
+export function rangeVersionsSql(schema: string, table: string, key: readonly string[], versionColumn: string, limit: number): string {
+  return (
+    `SELECT ${quoteList([...key, versionColumn])} FROM ${quoteTable(schema, table)}` +
+    ` WHERE ${keyBound(key, '>=')} AND ${keyBound(key, '<=')} ORDER BY ${quoteList(key)} LIMIT ${positiveLimit(limit)}`
+  );
 }
 
 /** Base tables of a schema that carry the version column. Bound: schema, version column. */

@@ -1,25 +1,23 @@
 // First start of a direction: merge every existing row (and tombstone) of the source into the
-// target through the LWW sink, in primary-key chunks. Each chunk's progress is the checkpoint of a
-// per-table copy stream, committed with the chunk's data, so a crashed copy resumes at its last
-// chunk. Writes made during the copy are replayed by the stream afterwards; LWW makes that harmless.
-import type { Connection, RowDataPacket } from 'mysql2/promise';
+// target through the LWW sink, in primary-key chunks (merge.ts). Each chunk's progress is the
+// checkpoint of a per-table copy stream (`<sourceId>#rows:<db.t>`, `#tombstones:`), committed with
+// the chunk's data, so a crashed copy resumes after its last committed chunk. Writes made during the
+// copy are replayed by the stream afterwards; LWW makes that harmless.
+import type { Connection } from 'mysql2/promise';
 import type { TableSelector } from '../capture/filter.ts';
-import { connect } from '../db/connection.ts';
-import type { RowChange } from '../model/change.ts';
+import { connect, type Target } from '../db/connection.ts';
 import { tombstoneTableName } from '../model/names.ts';
-import { countRowsSql } from '../sql/copy.ts';
 import type { Logger } from '../writer/options.ts';
 import type { Sink } from '../writer/sink.ts';
 import { loadTableMeta } from '../writer/table-metadata.ts';
-import { decodeKey, encodeKey, readChunks, resolveTables } from './table-reader.ts';
+import { DONE, KEY_PREFIX, type MergeKind, type MergeProgress, type MergeTable, mergeStream } from './merge.ts';
+import { addMergeCounts, emptyMergeCounts, type MergeCounts } from './plan.ts';
+import { decodeKey, resolveTables, tableExists } from './table-reader.ts';
 
-export interface CopyProgress {
-  table: string;
-  kind: 'rows' | 'tombstones';
+/** Progress of one table's copy stream (rows or tombstones), reported every progressIntervalMs and when it ends. */
+export interface CopyProgress extends MergeProgress {
+  /** Rows read so far in this run (the same as `read`). */
   copied: number;
-  total: number;
-  rowsPerSecond: number;
-  etaSeconds: number | undefined;
   resumedAfterKey: boolean;
 }
 
@@ -31,86 +29,108 @@ export interface CopyOptions {
   sourceId: string;
   metaSchema: string;
   versionColumn: string;
+  /** Rows per source read (default 2000). */
   chunkRows?: number;
+  /**
+   * Look up the target's versions and send only rows that change something (default true). False
+   * sends every row and leaves the decision to the sink alone.
+   */
+  compareTarget?: boolean;
   logger?: Logger;
   onProgress?: (p: CopyProgress) => void;
   progressIntervalMs?: number;
 }
 
-export interface CopyReport {
-  tables: Array<{ table: string; rows: number; tombstones: number; resumed: boolean; skippedDone: boolean; seconds: number }>;
-  rowsCopied: number;
+export interface CopyTableReport {
+  table: string;
+  /** Rows and tombstones read from the source in this run (from the resume key when resumed). */
+  rows: number;
+  tombstones: number;
+  /** Rows and tombstones handed to the sink (the rest the target already held at the same or a newer version). */
+  written: number;
+  /** What the merge planned, by class (rows and tombstones together). */
+  counts: MergeCounts;
+  resumed: boolean;
+  /** Copied completely by an earlier run: nothing read. */
+  skippedDone: boolean;
   seconds: number;
 }
 
-const DONE = 'done';
+export interface CopyReport {
+  tables: CopyTableReport[];
+  /** Rows and tombstones read from the source in this run. */
+  rowsCopied: number;
+  rowsWritten: number;
+  seconds: number;
+}
 
-async function copyOne(
-  conn: Connection,
-  o: CopyOptions,
-  kind: 'rows' | 'tombstones',
-  schema: string,
-  table: string,
-  readSchema: string,
-  readTable: string,
-  key: string[],
-): Promise<{ copied: number; resumed: boolean; skippedDone: boolean }> {
-  const streamId = `${o.sourceId}#${kind}:${schema}.${table}`;
-  const cp = await o.sink.checkpoint(streamId);
-  if (cp?.position === DONE) return { copied: 0, resumed: false, skippedDone: true };
-  const after = cp?.position.startsWith('key:') ? decodeKey(cp.position.slice(4)) : undefined;
-  const [[count]] = await conn.query<RowDataPacket[]>(countRowsSql(readSchema, readTable));
-  const total = Number(count?.n ?? 0);
-  const started = Date.now();
-  let lastReport = 0;
-  let copied = 0;
-  for await (const rows of readChunks(conn, readSchema, readTable, key, o.chunkRows ?? 2000, after)) {
-    const changes: RowChange[] = rows.map((r) => {
-      const version = BigInt(r[o.versionColumn] as string);
-      if (kind === 'rows') return { schema, table, op: 'insert', after: { ...r }, version };
-      const before: Record<string, unknown> = {};
-      for (const k of key) before[k] = r[k];
-      return { schema, table, op: 'delete', before, version };
-    });
-    const last = rows[rows.length - 1]!;
-    await o.sink.write({ sourceId: streamId, position: `key:${encodeKey(key.map((k) => last[k]))}`, changes });
-    copied += rows.length;
-    const now = Date.now();
-    if (o.onProgress && now - lastReport >= (o.progressIntervalMs ?? 2000)) {
-      lastReport = now;
-      const rate = copied / Math.max(0.001, (now - started) / 1000);
-      const remaining = Math.max(0, total - copied);
-      o.onProgress({ table: `${schema}.${table}`, kind, copied, total, rowsPerSecond: rate, etaSeconds: rate > 0 ? remaining / rate : undefined, resumedAfterKey: after !== undefined });
-    }
-  }
-  await o.sink.write({ sourceId: streamId, position: DONE, changes: [] });
-  await o.sink.flush();
-  return { copied, resumed: after !== undefined, skippedDone: false };
+export const DEFAULT_CHUNK_ROWS = 2000;
+
+/** Checkpoint ids of a table's copy streams. */
+export function copyStreamId(sourceId: string, kind: MergeKind, schema: string, table: string): string {
+  return `${sourceId}#${kind}:${schema}.${table}`;
 }
 
 /** Copies every selected table's rows and tombstones from the source into the sink's target. */
 export async function copyTables(o: CopyOptions): Promise<CopyReport> {
   const started = Date.now();
+  const report: CopyReport = { tables: [], rowsCopied: 0, rowsWritten: 0, seconds: 0 };
   const conn = await connect(o.sourceUrl);
-  const report: CopyReport = { tables: [], rowsCopied: 0, seconds: 0 };
+  let target: Connection | null = null;
   try {
+    if (o.compareTarget ?? true) target = await connect(o.sink.options.target as Target);
     for (const { schema, table } of await resolveTables(conn, o.tables, o.versionColumn)) {
       const t0 = Date.now();
       const meta = await loadTableMeta(conn, schema, table, o.versionColumn);
-      const rows = await copyOne(conn, o, 'rows', schema, table, schema, table, meta.primaryKey);
-      const tombstones = await copyOne(conn, o, 'tombstones', schema, table, o.metaSchema, tombstoneTableName(schema, table), meta.primaryKey);
-      report.tables.push({
-        table: `${schema}.${table}`,
-        rows: rows.copied,
-        tombstones: tombstones.copied,
-        resumed: rows.resumed || tombstones.resumed,
-        skippedDone: rows.skippedDone && tombstones.skippedDone,
-        seconds: (Date.now() - t0) / 1000,
-      });
-      report.rowsCopied += rows.copied + tombstones.copied;
+      const mt: MergeTable = {
+        schema,
+        table,
+        primaryKey: meta.primaryKey,
+        writableColumns: meta.writableColumns,
+        versionColumn: o.versionColumn,
+        metaSchema: o.metaSchema,
+        tombstoneTable: tombstoneTableName(schema, table),
+      };
+      const entry: CopyTableReport = { table: `${schema}.${table}`, rows: 0, tombstones: 0, written: 0, counts: emptyMergeCounts(), resumed: false, skippedDone: true, seconds: 0 };
+      for (const kind of ['rows', 'tombstones'] as const) {
+        const streamId = copyStreamId(o.sourceId, kind, schema, table);
+        const cp = await o.sink.checkpoint(streamId);
+        if (cp?.position === DONE) continue;
+        // A source that never deleted anything may have no tombstone table: nothing to copy then.
+        if (kind === 'tombstones' && !(await tableExists(conn, o.metaSchema, mt.tombstoneTable))) {
+          await o.sink.write({ sourceId: streamId, position: DONE, changes: [] });
+          await o.sink.flush();
+          continue;
+        }
+        const after = cp?.position.startsWith(KEY_PREFIX) ? decodeKey(cp.position.slice(KEY_PREFIX.length)) : undefined;
+        const result = await mergeStream({
+          source: conn,
+          target,
+          sink: o.sink,
+          table: mt,
+          kind,
+          sourceId: streamId,
+          chunkRows: o.chunkRows ?? DEFAULT_CHUNK_ROWS,
+          after,
+          targetHasTombstones: target ? await tableExists(target, o.metaSchema, mt.tombstoneTable) : false,
+          progressIntervalMs: o.progressIntervalMs,
+          onProgress: o.onProgress ? (p) => o.onProgress!({ ...p, copied: p.read, resumedAfterKey: p.resumed }) : undefined,
+        });
+        entry.skippedDone = false;
+        entry.resumed ||= after !== undefined;
+        if (kind === 'rows') entry.rows = result.read;
+        else entry.tombstones = result.read;
+        entry.written += result.sent;
+        addMergeCounts(entry.counts, result.counts);
+      }
+      entry.seconds = (Date.now() - t0) / 1000;
+      report.tables.push(entry);
+      report.rowsCopied += entry.rows + entry.tombstones;
+      report.rowsWritten += entry.written;
     }
   } finally {
     await conn.end();
+    await target?.end();
   }
   report.seconds = (Date.now() - started) / 1000;
   return report;

@@ -1,0 +1,121 @@
+// `lww-sink sync`: one-shot full-table LWW merge between nodes (repair). Exit 0 done (or dry run
+// done), 1 the sync failed part-way (what committed stays: every write is an LWW merge), 2 bad flags.
+import { parseArgs } from 'node:util';
+import { LwwError } from '../../errors.ts';
+import { formatSyncReport, type SyncProgress, syncNodes, syncReportToJson } from '../../sync/repair.ts';
+
+export const summary = 'merge tables between nodes with last-write-wins, both ways (repair; --dry-run counts)';
+
+const HELP = `usage:
+  lww-sink sync --node URL --node URL [--node URL...] [--tables db.t1,db.t2] [--dry-run] [--json]
+                [--chunk-rows 2000] [--meta-schema lww_meta] [--version-column _lww_ts]
+                [--progress-interval 2] [--quiet]
+
+  Merges every table both ways (A→B, then B→A; with more nodes every pair), rows and tombstones, in
+  primary-key chunks through the LWW sink: afterwards each key holds its LWW winner on every node
+  (the newest row, or no row when a newer tombstone exists). Only keys whose version differs are
+  written. Safe while the replicator runs; its checkpoints are not touched.
+
+  --dry-run            read both sides and report what would change, per table and direction:
+                       insert (target lacks the key), update (target row older), delete (newer
+                       tombstone removes the target's row), tombstone (newer tombstone, no row to
+                       delete), skip (target holds the same or a newer version); writes nothing
+  --tables             schema.table names (or a schema), comma-separated; default: every table
+                       install registered in <meta-schema>.tables on any node
+  --chunk-rows N       rows per read and lookup (1..50000, default 2000)
+  --json               print the report as JSON on stdout (progress stays on stderr)
+  --progress-interval  seconds between progress lines on stderr (default 2; 0 = none)
+  --quiet              no progress lines
+  Exit code: 0 done, 1 failed, 2 bad flags.`;
+
+function intFlag(flag: string, text: string | undefined, fallback: number, min: number, max: number): number | string {
+  if (text === undefined) return fallback;
+  const n = Number(text);
+  if (!/^\d+$/.test(text) || !Number.isSafeInteger(n) || n < min || n > max) return `--${flag} must be an integer in ${min}..${max} (got "${text}")`;
+  return n;
+}
+
+function formatProgress(p: SyncProgress): string {
+  const pct = p.total > 0 ? Math.min(100, Math.round((100 * p.read) / p.total)) : 100;
+  const eta = p.done ? 'done' : p.etaSeconds === undefined ? 'eta ?' : `eta ${Math.ceil(p.etaSeconds)}s`;
+  return `${p.direction} ${p.table} ${p.kind}: ${p.read}/${p.estimated ? '~' : ''}${p.total} (${pct}%) ${Math.round(p.rowsPerSecond)} rows/s ${eta}`;
+}
+
+export async function run(argv: string[]): Promise<number> {
+  let values: {
+    node?: string[];
+    tables?: string;
+    'dry-run'?: boolean;
+    json?: boolean;
+    'chunk-rows'?: string;
+    'meta-schema'?: string;
+    'version-column'?: string;
+    'progress-interval'?: string;
+    quiet?: boolean;
+    help?: boolean;
+  };
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: {
+        node: { type: 'string', multiple: true },
+        tables: { type: 'string' },
+        'dry-run': { type: 'boolean', default: false },
+        json: { type: 'boolean', default: false },
+        'chunk-rows': { type: 'string' },
+        'meta-schema': { type: 'string' },
+        'version-column': { type: 'string' },
+        'progress-interval': { type: 'string' },
+        quiet: { type: 'boolean', default: false },
+        help: { type: 'boolean', short: 'h' },
+      },
+      allowPositionals: false,
+    }));
+  } catch (e) {
+    console.error(`lww-sink sync: ${(e as Error).message}\n\n${HELP}`);
+    return 2;
+  }
+  if (values.help) {
+    console.log(HELP);
+    return 0;
+  }
+  const nodes = values.node ?? [];
+  const chunkRows = intFlag('chunk-rows', values['chunk-rows'], 2000, 1, 50_000);
+  const interval = intFlag('progress-interval', values['progress-interval'], 2, 0, 86_400);
+  const tables = values.tables
+    ?.split(',')
+    .map((t) => t.trim())
+    .filter(Boolean);
+  const problems = [
+    nodes.length < 2 ? `give at least two --node URLs (got ${nodes.length})` : '',
+    ...nodes.map((u) => (/^(mysql|mariadb):\/\//.test(u) ? '' : `--node must be a mysql:// URL (got "${u.replace(/:[^:@/]*@/, ':***@')}")`)),
+    new Set(nodes).size !== nodes.length ? 'the same --node is given twice' : '',
+    typeof chunkRows === 'string' ? chunkRows : '',
+    typeof interval === 'string' ? interval : '',
+    ...(tables ?? []).map((t) => (/^[^.]+(\.[^.]+)?$/.test(t) ? '' : `--tables entries must be schema.table or schema (got "${t}")`)),
+    tables !== undefined && tables.length === 0 ? '--tables is empty' : '',
+  ].filter(Boolean);
+  if (problems.length > 0) {
+    console.error(`lww-sink sync: ${problems.join('; ')}`);
+    return 2;
+  }
+  const showProgress = !values.quiet && interval !== 0;
+  try {
+    const report = await syncNodes({
+      nodes,
+      tables,
+      dryRun: values['dry-run'],
+      chunkRows: chunkRows as number,
+      metaSchema: values['meta-schema'],
+      versionColumn: values['version-column'],
+      progressIntervalMs: (interval as number) * 1000,
+      onProgress: showProgress ? (p) => console.error(formatProgress(p)) : undefined,
+    });
+    console.log(values.json ? syncReportToJson(report) : formatSyncReport(report));
+    return 0;
+  } catch (e) {
+    const message = e instanceof LwwError || e instanceof Error ? e.message : String(e);
+    console.error(`lww-sink sync: ${message}`);
+    return 1;
+  }
+}
