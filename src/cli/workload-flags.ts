@@ -11,6 +11,7 @@ export const workloadFlagOptions = {
   rows: { type: 'string', default: '200' },
   threads: { type: 'string', default: '8' },
   duration: { type: 'string', default: '2m' },
+  transactions: { type: 'string' },
   seed: { type: 'string', default: '1' },
   'hot-keys': { type: 'string', default: '16' },
   'key-skew': { type: 'string', default: '1' },
@@ -24,6 +25,7 @@ export const WORKLOAD_HELP = `  --engine mysql|mariadb        servers to start (
   --tables N --rows N           tables and rows per table (default 2 × 200)
   --threads N                   writers per node (default 8)
   --duration D                  e.g. 30s, 2m (default 2m)
+  --transactions N              stop each writer after N transactions (or at the duration, if sooner)
   --seed N                      workload seed (default 1)
   --hot-keys N                  keys per table the hot-key writers fight over (default 16)
   --key-skew X                  1 = uniform, larger = more weight on low ids (default 1)
@@ -71,6 +73,7 @@ export function parseWorkloadFlags(values: Record<string, unknown>, schema = 'lw
       rowsPerTable: num('rows'),
       threads: num('threads'),
       durationMs,
+      ...(values.transactions === undefined ? {} : { transactionsPerThread: num('transactions') }),
       seed: num('seed', 0),
       hotKeys: num('hot-keys'),
       keySkew: num('key-skew'),

@@ -28,4 +28,20 @@ describeEachEngine('harness with every fault kind', 2, (ctx) => {
       expect(r.audit!.counts.lww_skipped).toBeGreaterThan(0);
     });
   }
+
+  for (const kind of ['oltp_write_only', 'oltp_update_non_index'] as const) {
+    it(`${kind} on 3 tables with a replicator kill converges to the expected state`, async () => {
+      const r = await runHarness({
+        engine: ctx.engine,
+        servers: ctx.servers,
+        workload: { kind, schema: 'sb', tables: 3, rowsPerTable: 300, threads: 4, durationMs: 6_000, transactionsPerThread: 400, seed: 5, keySkew: 2 },
+        faults: [parseFault('kill@2s/1s')],
+        audit: harnessAudit,
+      });
+      expect(r.transactions).toBeGreaterThan(100);
+      expect(r.converged).toBe(true);
+      expect(r.expectationMismatches).toEqual([]);
+      expect(r.audit!.findings).toBe(0);
+    });
+  }
 });

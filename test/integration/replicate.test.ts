@@ -152,3 +152,25 @@ describeEachEngine('bidirectional replication', 2, (ctx) => {
     expect(await snapshot(b, 'app', 'items')).toBe('[]');
   });
 });
+
+describeEachEngine('replication between three nodes (full mesh)', 3, (ctx) => {
+  it('a write on any node reaches the other two exactly once and all converge', async () => {
+    const urls = ctx.servers.map((s) => s.url);
+    const conns = await setupNodes(urls, 'mesh', DDL, ['items']);
+    const replicator = await startReplicator(urls);
+    try {
+      expect(replicator.directions.map((d) => d.name).sort()).toEqual(['n1→n2', 'n1→n3', 'n2→n1', 'n2→n3', 'n3→n1', 'n3→n2']);
+      for (const [i, c] of conns.entries()) await c.query('INSERT INTO mesh.items (id, v) VALUES (?, ?)', [i + 1, `from-n${i + 1}`]);
+      await conns[2]!.query("UPDATE mesh.items SET v = 'edited-on-n3' WHERE id = 3");
+      const state = JSON.parse(await converged(conns, 'mesh', 'items'));
+      expect(state.map((r: { id: number; v: string }) => `${r.id}:${r.v}`)).toEqual(['1:from-n1', '2:from-n2', '3:edited-on-n3']);
+      await new Promise((r) => setTimeout(r, 1000));
+      const status = await replicator.status();
+      // Each direction carries only its source's own writes: n3's two transactions to each peer, one for the others.
+      for (const d of status.directions) expect(d.captured.transactions).toBe(d.name.startsWith('n3') ? 2 : 1);
+    } finally {
+      await replicator.stop();
+      for (const c of conns) await c.end();
+    }
+  });
+});
