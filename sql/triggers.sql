@@ -11,7 +11,7 @@
 -- {{version}} version column (unqualified, assignment targets and column lists only),
 -- {{row_version}} / {{tomb_version}} the version column qualified with its table, {{key_columns}}
 -- key column list, {{old_key}} OLD's key values, {{row_key_is_new}} / {{tomb_key_is_new}} the
--- table's / tombstone's key equals NEW's, {{key_unchanged}} NEW's key equals OLD's (with the key
+-- table's / tombstone's key equals NEW's, {{tomb_key_is_old}} the tombstone's key equals OLD's, {{key_unchanged}} NEW's key equals OLD's (with the key
 -- columns' collations, as the unique index compares them), {{now_us}}, {{node_id}}.
 -- Column references are qualified so a column named like a local variable (lww_prev) stays a column.
 -- The triggers do nothing for the sink's own writes (@lww_apply set): those keep their version.
@@ -54,12 +54,16 @@ BEGIN
   END IF;
 END
 ;
--- Local delete: a tombstone above the deleted row's version, keeping a higher one already there.
+-- Local delete: a tombstone above the deleted row's version and above the key's tombstone (the
+-- delete has seen both), so the tombstone always changes and the binlog always carries the delete's
+-- version — even where a non-LWW writer left a row older than its tombstone.
 CREATE TRIGGER {{name}} AFTER DELETE ON {{table}} FOR EACH ROW
 BEGIN
+  DECLARE lww_prev BIGINT UNSIGNED DEFAULT 0;
   DECLARE lww_v BIGINT UNSIGNED DEFAULT 0;
   IF @lww_apply IS NULL THEN
-    SET lww_v = (GREATEST({{now_us}}, (OLD.{{version}} >> 10) + 1) << 10) | {{node_id}};
+    SELECT GREATEST(OLD.{{version}}, COALESCE(MAX({{tomb_version}}), 0)) INTO lww_prev FROM {{tombstone}} WHERE {{tomb_key_is_old}} FOR UPDATE;
+    SET lww_v = (GREATEST({{now_us}}, (lww_prev >> 10) + 1) << 10) | {{node_id}};
     INSERT INTO {{tombstone}} ({{key_columns}}, {{version}}) VALUES ({{old_key}}, lww_v)
       ON DUPLICATE KEY UPDATE {{tomb_version}} = GREATEST({{tomb_version}}, lww_v);
   END IF;

@@ -8,6 +8,7 @@ export function serverFlags(engine: Engine, serverId: number): string[] {
     `--server-id=${serverId}`,
     '--log-bin=binlog',
     '--binlog-row-image=FULL',
+    '--binlog-row-metadata=FULL',
     '--skip-name-resolve',
     '--innodb-buffer-pool-size=256M',
     '--performance-schema=OFF',

@@ -96,6 +96,7 @@ export function triggerDefinitions(target: TriggerTarget): TriggerDefinition[] {
     old_key: key.map(ofOld).join(', '),
     row_key_is_new: pairs(ofTable, ofNew),
     tomb_key_is_new: pairs(ofTomb, ofNew),
+    tomb_key_is_old: pairs(ofTomb, ofOld),
     key_unchanged: pairs(ofNew, ofOld),
     now_us: NOW_MICROS_SQL,
     node_id: String(target.nodeId),

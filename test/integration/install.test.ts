@@ -204,6 +204,19 @@ describeEachEngine('install and uninstall', 1, (ctx) => {
     expect(v).toBeGreaterThan(tomb);
   });
 
+  it('a delete of a row older than its key\'s tombstone (left by a non-LWW writer) still raises the tombstone', async () => {
+    await conn.query('SET @lww_apply = 1');
+    const high = 9_000_000_000_000_000_000n;
+    try {
+      await conn.query(`INSERT INTO ${TOMB} (region, id, _lww_ts) VALUES ('ol', 1, ?)`, [high.toString()]);
+      await conn.query(`INSERT INTO ${T} (region, id, name, _lww_ts) VALUES ('ol', 1, 'older than its tombstone', 5000)`);
+    } finally {
+      await conn.query('SET @lww_apply = NULL');
+    }
+    await conn.query(`DELETE FROM ${T} WHERE region = 'ol' AND id = 1`);
+    expect(await tombstoneOf(conn, 'ol', 1)).toBe(nextVersion(high, 0n, NODE));
+  });
+
   it('with @lww_apply set, writes keep their version and leave no tombstone', async () => {
     await conn.query('SET @lww_apply = 1');
     try {

@@ -7,6 +7,7 @@ describe('server flags', () => {
       '--server-id=42',
       '--log-bin=binlog',
       '--binlog-row-image=FULL',
+    '--binlog-row-metadata=FULL',
       '--skip-name-resolve',
       '--innodb-buffer-pool-size=256M',
       '--performance-schema=OFF',

@@ -48,9 +48,11 @@ END`;
 
 const EXPECTED_AD = `CREATE TRIGGER \`shop\`.\`lww_ad__items\` AFTER DELETE ON \`shop\`.\`items\` FOR EACH ROW
 BEGIN
+  DECLARE lww_prev BIGINT UNSIGNED DEFAULT 0;
   DECLARE lww_v BIGINT UNSIGNED DEFAULT 0;
   IF @lww_apply IS NULL THEN
-    SET lww_v = (GREATEST(${NOW}, (OLD.\`_lww_ts\` >> 10) + 1) << 10) | 7;
+    SELECT GREATEST(OLD.\`_lww_ts\`, COALESCE(MAX(${TOMB}.\`_lww_ts\`), 0)) INTO lww_prev FROM ${TOMB} WHERE ${TOMB}.\`id\` = OLD.\`id\` FOR UPDATE;
+    SET lww_v = (GREATEST(${NOW}, (lww_prev >> 10) + 1) << 10) | 7;
     INSERT INTO ${TOMB} (\`id\`, \`_lww_ts\`) VALUES (OLD.\`id\`, lww_v)
       ON DUPLICATE KEY UPDATE ${TOMB}.\`_lww_ts\` = GREATEST(${TOMB}.\`_lww_ts\`, lww_v);
   END IF;
