@@ -39,7 +39,7 @@ function driverError(err: unknown): DriverError | undefined {
   let e: unknown = err;
   for (let depth = 0; depth < 4 && e; depth++) {
     const d = e as DriverError;
-    if (typeof d.errno === 'number' || typeof d.code === 'string') return d;
+    if (typeof d.errno === 'number' || typeof d.code === 'string' || typeof d.fatal === 'boolean') return d;
     e = d.cause;
   }
   return undefined;
@@ -47,6 +47,7 @@ function driverError(err: unknown): DriverError | undefined {
 
 /** Deadlocks, lock waits and lost connections: the transaction is rolled back, so replaying it is safe. */
 export function isRetryable(err: unknown): boolean {
+  if (isConnectionLost(err)) return true;
   const d = driverError(err);
   if (!d) return false;
   if (d.errno !== undefined && RETRYABLE_ERRNO.has(d.errno)) return true;
@@ -54,8 +55,12 @@ export function isRetryable(err: unknown): boolean {
   return d.fatal === true;
 }
 
+/** mysql2 reports a command on a closed connection without a code, only this message and fatal. */
+const CLOSED_CONNECTION = /Can't add new command when connection is in closed state|Connection lost/i;
+
 /** The connection cannot be used again (its commit outcome is unknown: replay on a new one). */
 export function isConnectionLost(err: unknown): boolean {
+  if (err instanceof Error && CLOSED_CONNECTION.test(err.message)) return true;
   const d = driverError(err);
   if (!d) return false;
   return d.fatal === true || (d.code !== undefined && CONNECTION_CODES.has(d.code)) || d.errno === 2006 || d.errno === 2013;

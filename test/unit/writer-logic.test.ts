@@ -158,3 +158,17 @@ describe('values and names', () => {
     expect(tombstoneTableName('db', 'emoji😀')).toMatch(/^tomb_db_emoji_[0-9a-f]{12}$/);
   });
 });
+
+describe('error classification', () => {
+  it('deadlocks, lock waits and lost connections are retried; other errors are not', async () => {
+    const { isConnectionLost, isRetryable } = await import('../../src/writer/retry.ts');
+    const closed = Object.assign(new Error("Can't add new command when connection is in closed state"), { fatal: true });
+    expect(isConnectionLost(closed)).toBe(true);
+    expect(isRetryable(closed)).toBe(true);
+    expect(isRetryable(Object.assign(new Error('Deadlock found'), { errno: 1213, code: 'ER_LOCK_DEADLOCK' }))).toBe(true);
+    expect(isRetryable(Object.assign(new Error('reset'), { code: 'ECONNRESET' }))).toBe(true);
+    const tooLong = Object.assign(new Error('Data too long'), { errno: 1406, code: 'ER_DATA_TOO_LONG' });
+    expect(isRetryable(tooLong)).toBe(false);
+    expect(isConnectionLost(tooLong)).toBe(false);
+  });
+});
