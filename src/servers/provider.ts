@@ -36,8 +36,15 @@ export function dockerAnswers(timeoutMs = 1000): Promise<boolean> {
   });
 }
 
+export interface ProviderProbes {
+  dockerAnswers(): Promise<boolean>;
+  canRunLocally(engine: Engine): boolean;
+}
+
+const machineProbes: ProviderProbes = { dockerAnswers: () => dockerAnswers(), canRunLocally };
+
 /** The provider to use for `engine`; throws ProviderUnavailableError saying what to install. */
-export async function selectProvider(engine: Engine, explicit?: ProviderName): Promise<ProviderName> {
+export async function selectProvider(engine: Engine, explicit?: ProviderName, probes: ProviderProbes = machineProbes): Promise<ProviderName> {
   const chosen = explicit ?? process.env.LWW_PROVIDER;
   if (chosen) {
     if (!isProviderName(chosen)) {
@@ -45,8 +52,8 @@ export async function selectProvider(engine: Engine, explicit?: ProviderName): P
     }
     return chosen;
   }
-  if (await dockerAnswers()) return 'testcontainers';
-  if (canRunLocally(engine)) return 'local';
+  if (await probes.dockerAnswers()) return 'testcontainers';
+  if (probes.canRunLocally(engine)) return 'local';
   throw new ProviderUnavailableError(
     `cannot start ${engine} servers: no Docker engine answers and no local ${engine} binaries can be found or installed. ` +
       `Either start Docker, or ${installHint(engine)}, or set LWW_PROVIDER=external with LWW_SERVER_URLS.`,

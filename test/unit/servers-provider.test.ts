@@ -31,6 +31,15 @@ describe('choosing a provider', () => {
     expect(await selectProvider('mysql')).toBe('external');
   });
 
+  it('with no Docker engine and no way to run servers locally, the error says what to install', async () => {
+    delete process.env.LWW_PROVIDER;
+    const nothing = { dockerAnswers: async () => false, canRunLocally: () => false };
+    await expect(selectProvider('mariadb', undefined, nothing)).rejects.toThrow(/no Docker engine answers.*apt-get install mariadb-server-core.*LWW_PROVIDER=external/);
+    await expect(selectProvider('mysql', undefined, nothing)).rejects.toThrow(/install-mysql97\.sh/);
+    expect(await selectProvider('mysql', undefined, { dockerAnswers: async () => true, canRunLocally: () => true })).toBe('testcontainers');
+    expect(await selectProvider('mysql', undefined, { dockerAnswers: async () => false, canRunLocally: () => true })).toBe('local');
+  });
+
   it('an unknown LWW_PROVIDER is refused with the valid names', async () => {
     process.env.LWW_PROVIDER = 'kubernetes';
     await expect(selectProvider('mariadb')).rejects.toThrow(/local, testcontainers, external/);
