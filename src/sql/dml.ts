@@ -114,3 +114,20 @@ export function insertConflictSql(metaSchema: string): string {
     ` VALUES ${placeholders(6)}`
   );
 }
+
+/**
+ * Removes rows of the given keys whose tombstone is as new or newer. Needed where the server
+ * considers keys equal that differ as values (case- or accent-insensitive collations): the join
+ * compares with the key's own collation. Bound: keys × key columns.
+ */
+export function deleteRowsUnderTombstoneSql(shape: TableShape, tomb: TombstoneShape, keys: number): string {
+  // No alias for the target: without a default database both engines reject an aliased delete list.
+  const target = quoteTable(shape.schema, shape.table);
+  const tombTable = quoteTable(tomb.metaSchema, tomb.tombstoneTable);
+  const on = shape.primaryKey.map((k) => `${tombTable}.${quoteIdent(k)} = ${target}.${quoteIdent(k)}`).join(' AND ');
+  const v = quoteIdent(shape.versionColumn);
+  return (
+    `DELETE ${target} FROM ${target} JOIN ${tombTable} ON ${on}` +
+    ` WHERE ${tombTable}.${v} >= ${target}.${v} AND ${keyIn(shape.primaryKey, keys, (c) => `${target}.${quoteIdent(c)}`)}`
+  );
+}

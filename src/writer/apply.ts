@@ -7,6 +7,7 @@ import type { TableMeta } from '../model/table.ts';
 import { advanceCheckpointSql, readCheckpointSql } from '../sql/checkpoint.ts';
 import type { Dialect } from '../sql/dialect.ts';
 import {
+  deleteRowsUnderTombstoneSql,
   guardedDeleteSql,
   insertConflictSql,
   lwwUpsertSql,
@@ -224,6 +225,25 @@ async function applyTableLww(ctx: ApplyContext, plan: TablePlan, counts: TableCo
     else upserts.push(k);
   }
   if (upserts.length > 0) await applyUpserts(ctx, meta, upserts, counts);
+  if (upserts.length > 0 && hasCollatedKey(meta)) {
+    // Keys matched above by value; the server may hold 'A' where 'a' arrived. Its own comparison decides.
+    const tshape = tombShapeOf(meta, ctx.metaSchema);
+    for (const part of chunks(upserts, Math.min(MAX_KEYS_PER_LOOKUP, Math.floor(MAX_PARAMS / meta.primaryKey.length)))) {
+      const res = await exec(ctx, name, deleteRowsUnderTombstoneSql(shapeOf(meta), tshape, part.length), part.flatMap((k) => k.key));
+      counts.skippedByTombstone += res.affectedRows;
+      counts.inserted -= Math.min(counts.inserted, res.affectedRows);
+    }
+  }
+}
+
+const STRING_TYPES = new Set(['char', 'varchar', 'tinytext', 'text', 'mediumtext', 'longtext', 'enum', 'set']);
+
+/** True when a key column compares by a collation under which different values can be equal. */
+function hasCollatedKey(meta: TableMeta): boolean {
+  return meta.primaryKey.some((k) => {
+    const c = meta.columns.find((col) => col.name === k);
+    return c !== undefined && STRING_TYPES.has(c.dataType) && c.collation !== null && !/_bin$/.test(c.collation);
+  });
 }
 
 async function applyTableBypass(ctx: ApplyContext, plan: TablePlan, counts: TableCounters): Promise<void> {

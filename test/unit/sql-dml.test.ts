@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { advanceCheckpointSql, claimCheckpointSql } from '../../src/sql/checkpoint.ts';
 import { dialectFromVersion } from '../../src/sql/dialect.ts';
 import {
+  deleteRowsUnderTombstoneSql,
   guardedDeleteSql,
   lwwUpsertSql,
   plainDeleteSql,
@@ -78,6 +79,12 @@ describe('bypass, tombstone and delete text', () => {
     );
     expect(upsertTombstonesSql(tomb, 1, 'mariadb')).toBe(
       'INSERT INTO `lww_meta`.`tomb__db__t` (`id`, `_lww_ts`) VALUES (?, ?) ON DUPLICATE KEY UPDATE `_lww_ts` = GREATEST(`lww_meta`.`tomb__db__t`.`_lww_ts`, VALUES(`_lww_ts`))',
+    );
+  });
+  it('rows the server matches to a newer tombstone are removed by its own key comparison', () => {
+    expect(deleteRowsUnderTombstoneSql(shape, tomb, 2)).toBe(
+      'DELETE `db`.`t` FROM `db`.`t` JOIN `lww_meta`.`tomb__db__t` ON `lww_meta`.`tomb__db__t`.`id` = `db`.`t`.`id`' +
+        ' WHERE `lww_meta`.`tomb__db__t`.`_lww_ts` >= `db`.`t`.`_lww_ts` AND `db`.`t`.`id` IN (?, ?)',
     );
   });
   it('a delete removes the row only where its version is older', () => {
