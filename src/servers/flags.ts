@@ -34,6 +34,8 @@ export interface InstancePaths {
   /** The server's stdout/stderr (flag errors land here before the error log is open). */
   consoleLog: string;
   filesDir: string;
+  /** Temporary tables and sort files: the instance's own, so servers never share /tmp files. */
+  tmpDir: string;
 }
 
 export function instancePaths(dir: string): InstancePaths {
@@ -45,6 +47,7 @@ export function instancePaths(dir: string): InstancePaths {
     errorLog: join(dir, 'error.log'),
     consoleLog: join(dir, 'console.log'),
     filesDir: join(dir, 'files'),
+    tmpDir: join(dir, 'tmp'),
   };
 }
 
@@ -72,6 +75,7 @@ export function localServerArgs(input: LocalFlagInput): string[] {
     `--pid-file=${paths.pidFile}`,
     `--log-error=${paths.errorLog}`,
     `--secure-file-priv=${paths.filesDir}`,
+    `--tmpdir=${paths.tmpDir}`,
     ...(input.messagesDir ? [`--lc-messages-dir=${input.messagesDir}`] : []),
     ...(input.runAsRoot ? ['--user=root'] : []),
     ...serverFlags(input.engine, input.serverId),

@@ -81,6 +81,7 @@ export class LocalServer implements RunningServer {
     try {
       await cp(template, server.paths.dataDir, { recursive: true });
       await mkdir(server.paths.filesDir);
+      await mkdir(server.paths.tmpDir);
       for (let attempt = 1; ; attempt++) {
         server.setPort(options.port === undefined ? await findFreePort() : await claimPort(options.port));
         try {

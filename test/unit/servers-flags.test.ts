@@ -48,6 +48,7 @@ describe('server flags', () => {
         '--pid-file=/tmp/i/x/mysqld.pid',
         '--log-error=/tmp/i/x/error.log',
         '--secure-file-priv=/tmp/i/x/files',
+        '--tmpdir=/tmp/i/x/tmp',
         '--lc-messages-dir=/opt/mysql/share',
         '--user=root',
       ]),
