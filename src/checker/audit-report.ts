@@ -1,5 +1,6 @@
 // What the history audit reports, and its two renderings: a human table and JSON (versions as strings).
 import { nodeLabel } from './report.ts';
+import { clip, reportToJson, shown } from './format.ts';
 
 export const AUDIT_CLASSES = ['lww_violation', 'lost', 'redundant', 'inconsistent'] as const;
 
@@ -87,20 +88,9 @@ export function emptyAuditCounts(): Record<AuditClass, number> {
 
 /** The report as JSON: bigint versions become decimal strings. */
 export function auditReportToJson(report: AuditReport, indent = 2): string {
-  return JSON.stringify(report, (_key, value: unknown) => (typeof value === 'bigint' ? value.toString() : value), indent);
+  return reportToJson(report, indent);
 }
 
-const MAX_CELL = 60;
-
-function shown(text: string | null): string {
-  if (text === null) return 'NULL';
-  if (/^-?\d+(\.\d+)?$/.test(text) || /^[[{]/.test(text)) return text;
-  return JSON.stringify(text);
-}
-
-function clip(text: string, max = MAX_CELL): string {
-  return [...text].length <= max ? text : `${[...text].slice(0, max - 1).join('')}…`;
-}
 
 function describeWrite(w: AuditWrite | undefined, onlyColumns?: readonly string[]): string {
   if (!w) return '-';

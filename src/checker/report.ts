@@ -1,4 +1,5 @@
 // What the state check reports, and its two renderings: a human table and JSON (versions as strings).
+import { clip, reportToJson, shown } from './format.ts';
 
 /** A key's state on one node. `values` holds the canonical text of every column but the key and version. */
 export type NodeState =
@@ -78,21 +79,9 @@ export function nodeLabel(index: number): string {
 
 /** The report as JSON: bigint versions become decimal strings. */
 export function stateReportToJson(report: StateReport, indent = 2): string {
-  return JSON.stringify(report, (_key, value: unknown) => (typeof value === 'bigint' ? value.toString() : value), indent);
+  return reportToJson(report, indent);
 }
 
-const MAX_CELL = 60;
-
-/** NULL, numbers and JSON documents as they are; any other text quoted (so '' and 'NULL' stay visible). */
-function shown(text: string | null): string {
-  if (text === null) return 'NULL';
-  if (/^-?\d+(\.\d+)?$/.test(text) || /^[[{]/.test(text)) return text;
-  return JSON.stringify(text);
-}
-
-function clip(text: string, max = MAX_CELL): string {
-  return [...text].length <= max ? text : `${[...text].slice(0, max - 1).join('')}…`;
-}
 
 function describeState(state: NodeState, onlyColumns?: readonly string[]): string {
   if (state.kind === 'absent') return 'absent';

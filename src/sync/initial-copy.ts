@@ -6,11 +6,10 @@
 import type { Connection } from 'mysql2/promise';
 import type { TableSelector } from '../capture/filter.ts';
 import { connect, type Target } from '../db/connection.ts';
-import { tombstoneTableName } from '../model/names.ts';
 import type { Logger } from '../writer/options.ts';
 import type { Sink } from '../writer/sink.ts';
 import { loadTableMeta } from '../writer/table-metadata.ts';
-import { DONE, KEY_PREFIX, type MergeKind, type MergeProgress, type MergeTable, mergeStream } from './merge.ts';
+import { DONE, KEY_PREFIX, type MergeKind, type MergeProgress, mergeStream, mergeTableOf } from './merge.ts';
 import { addMergeCounts, emptyMergeCounts, type MergeCounts } from './plan.ts';
 import { decodeKey, resolveTables, tableExists } from './table-reader.ts';
 
@@ -82,15 +81,7 @@ export async function copyTables(o: CopyOptions): Promise<CopyReport> {
     for (const { schema, table } of await resolveTables(conn, o.tables, o.versionColumn)) {
       const t0 = Date.now();
       const meta = await loadTableMeta(conn, schema, table, o.versionColumn);
-      const mt: MergeTable = {
-        schema,
-        table,
-        primaryKey: meta.primaryKey,
-        writableColumns: meta.writableColumns,
-        versionColumn: o.versionColumn,
-        metaSchema: o.metaSchema,
-        tombstoneTable: tombstoneTableName(schema, table),
-      };
+      const mt = mergeTableOf(meta, o.metaSchema);
       const entry: CopyTableReport = { table: `${schema}.${table}`, rows: 0, tombstones: 0, written: 0, counts: emptyMergeCounts(), resumed: false, skippedDone: true, seconds: 0 };
       for (const kind of ['rows', 'tombstones'] as const) {
         const streamId = copyStreamId(o.sourceId, kind, schema, table);

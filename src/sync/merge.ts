@@ -13,6 +13,7 @@ import type { RowChange } from '../model/change.ts';
 import type { Sink } from '../writer/sink.ts';
 import { afterRowsMerged, classifyRow, classifyTombstone, emptyMergeCounts, type MergeClass, type MergeCounts } from './plan.ts';
 import { approxRowBytes, type ChunkSource, encodeKey, type KeyValues, keyIdOf, lookupVersions, readChunks, rowsToRead } from './table-reader.ts';
+import type { TableMeta } from '../model/table.ts';
 
 export type MergeKind = 'rows' | 'tombstones';
 
@@ -26,6 +27,19 @@ export interface MergeTable {
   versionColumn: string;
   metaSchema: string;
   tombstoneTable: string;
+}
+
+/** The merge's view of a table, from its metadata. */
+export function mergeTableOf(meta: TableMeta, metaSchema: string): MergeTable {
+  return {
+    schema: meta.schema,
+    table: meta.table,
+    primaryKey: meta.primaryKey,
+    writableColumns: meta.writableColumns,
+    versionColumn: meta.versionColumn,
+    metaSchema,
+    tombstoneTable: meta.tombstoneTable,
+  };
 }
 
 export interface MergeProgress {

@@ -9,14 +9,13 @@ import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { nodeLabel } from '../checker/report.ts';
 import { connect, redactUrl } from '../db/connection.ts';
 import { InvalidOptionsError, LwwError } from '../errors.ts';
-import { tombstoneTableName } from '../model/names.ts';
 import { readNodeIdSql, registeredTablesSql, SCHEMA_EXISTS_SQL } from '../sql/replicator.ts';
 import { type Logger, type SinkOptionsInput, silentLogger } from '../writer/options.ts';
 import { createSink, type Sink } from '../writer/sink.ts';
 import { emptyCounters, type TableCounters } from '../writer/stats.ts';
 import { loadTableMeta } from '../writer/table-metadata.ts';
 import { DEFAULT_CHUNK_ROWS } from './initial-copy.ts';
-import { type MergeProgress, type MergeTable, mergeStream } from './merge.ts';
+import { type MergeProgress, mergeStream, mergeTableOf } from './merge.ts';
 import { addMergeCounts, emptyMergeCounts, type MergeCounts } from './plan.ts';
 import { resolveTables, tableExists } from './table-reader.ts';
 
@@ -152,15 +151,7 @@ async function mergeDirection(
         throw new SyncNodeError(`table ${qualified} does not exist on node ${nodeLabel(target.index)} (${redactUrl(target.url)}): create it there first`);
       }
       const meta = await loadTableMeta(source.conn, schema, table, o.versionColumn);
-      const mt: MergeTable = {
-        schema,
-        table,
-        primaryKey: meta.primaryKey,
-        writableColumns: meta.writableColumns,
-        versionColumn: o.versionColumn,
-        metaSchema: o.metaSchema,
-        tombstoneTable: tombstoneTableName(schema, table),
-      };
+      const mt = mergeTableOf(meta, o.metaSchema);
       const entry: SyncTableReport = { table: qualified, rowsRead: 0, tombstonesRead: 0, planned: emptyMergeCounts(), seconds: 0 };
       for (const kind of ['rows', 'tombstones'] as const) {
         if (kind === 'tombstones' && !(await tableExists(source.conn, o.metaSchema, mt.tombstoneTable))) continue;
