@@ -19,7 +19,7 @@
 // - inconsistent: a replicated write with the version of a peer's local write of the key, but another
 //   operation or other values (columns present in both images compared by canonical text).
 import { nodeIdOf } from '../model/version.ts';
-import { type AuditClass, type AuditFinding, type AuditWrite, emptyAuditCounts } from './audit-report.ts';
+import { type AuditFinding, type AuditReport, type AuditWrite, emptyAuditCounts } from './audit-report.ts';
 
 /** One write to one key, as a node's binlog shows it. */
 export interface KeyWrite {
@@ -67,15 +67,8 @@ export interface ClassifyOptions {
   maxFindings?: number;
 }
 
-export interface Classification {
-  counts: Record<AuditClass, number>;
-  lwwSkipped: number;
-  delivered: number;
-  outsideWindow: number;
-  unknownVersionDeletes: number;
-  findings: AuditFinding[];
-  findingsTruncated: boolean;
-}
+/** The part of the audit report that classification decides. */
+export type Classification = Pick<AuditReport, 'counts' | 'lwwSkipped' | 'delivered' | 'outsideWindow' | 'unknownVersionDeletes' | 'findings' | 'findingsTruncated'>;
 
 /** The identity of a key across nodes. */
 export function keyIdOf(table: string, keyText: string): string {

@@ -19,7 +19,8 @@ import { InvalidOptionsError, LwwError, UnknownTableError } from '../errors.ts';
 import type { Row, SourceTransaction } from '../model/change.ts';
 import { tombstoneTableName } from '../model/names.ts';
 import { parseVersion } from '../model/version.ts';
-import { MARIADB_JSON_CHECKS_SQL, registeredTablesSql, rowsByKeySql } from '../sql/checksum.ts';
+import { MARIADB_JSON_CHECKS_SQL, rowsByKeySql } from '../sql/checksum.ts';
+import { type RegisteredTable, readRegisteredTables } from './registry.ts';
 import { VERSION_SQL } from '../sql/introspect.ts';
 import { readNodeIdSql } from '../sql/replicator.ts';
 import { type Logger, silentLogger } from '../writer/options.ts';
@@ -158,18 +159,11 @@ async function openNode(index: number, url: string, o: AuditOptions, metaSchema:
 }
 
 async function resolveTables(first: NodeSession, names: string[] | undefined, metaSchema: string, versionColumn: string): Promise<TableEntry[]> {
-  let registered: Array<TableEntry & { versionColumn: string }> = [];
+  let registered: RegisteredTable[] = [];
   try {
-    const [rows] = await first.conn.query<RowDataPacket[]>(registeredTablesSql(metaSchema));
-    registered = rows.map((r) => ({
-      schema: String(r.schemaName),
-      table: String(r.tableName),
-      tombstoneTable: String(r.tombstoneTable),
-      versionColumn: String(r.versionColumn),
-    }));
+    registered = (await readRegisteredTables(first.conn, metaSchema)) ?? [];
   } catch (err) {
-    const code = (err as { code?: string }).code;
-    if (code !== 'ER_NO_SUCH_TABLE' && code !== 'ER_BAD_DB_ERROR') throw new CheckerNodeError(0, first.shown, describeError(err), { cause: err });
+    throw new CheckerNodeError(0, first.shown, describeError(err), { cause: err });
   }
   const entries =
     names === undefined

@@ -17,13 +17,13 @@ import {
   type KeyColumn,
   keyRangeParams,
   MARIADB_JSON_CHECKS_SQL,
-  registeredTablesSql,
   rowsByKeySql,
 } from '../sql/checksum.ts';
 import { type Logger, silentLogger } from '../writer/options.ts';
 import { loadTableMeta } from '../writer/table-metadata.ts';
 import { canonicalValue, classify, compareKeys, effectiveState, keyParam, lwwWinner, sameState, type ValueColumn } from './compare-values.ts';
 import { emptyCounts, findingCount, nodeLabel, type StateReport, type TableStateReport } from './report.ts';
+import { type RegisteredTable, readRegisteredTables } from './registry.ts';
 
 export interface CheckStateOptions {
   /** Connection URLs of the nodes, at least two; every node is compared with the first. */
@@ -75,12 +75,7 @@ interface NodeSession {
   jsonNormalize: boolean;
 }
 
-interface TableEntry {
-  schema: string;
-  table: string;
-  tombstoneTable: string;
-  versionColumn: string;
-}
+type TableEntry = RegisteredTable;
 
 /** One table (data or tombstone) as compared on every node. */
 interface Side {
@@ -180,16 +175,9 @@ class StateChecker {
   async resolveTables(names: string[] | undefined): Promise<TableEntry[]> {
     let registered: TableEntry[] | undefined;
     try {
-      const [rows] = await this.sessions[0]!.conn.query<RowDataPacket[]>(registeredTablesSql(this.metaSchema));
-      registered = rows.map((r) => ({
-        schema: String(r.schemaName),
-        table: String(r.tableName),
-        tombstoneTable: String(r.tombstoneTable),
-        versionColumn: String(r.versionColumn),
-      }));
+      registered = await readRegisteredTables(this.sessions[0]!.conn, this.metaSchema);
     } catch (err) {
-      const code = (err as { code?: string }).code;
-      if (code !== 'ER_NO_SUCH_TABLE' && code !== 'ER_BAD_DB_ERROR') throw new CheckerNodeError(0, this.sessions[0]!.url, describeError(err), { cause: err });
+      throw new CheckerNodeError(0, this.sessions[0]!.url, describeError(err), { cause: err });
     }
     if (names === undefined) {
       if (!registered || registered.length === 0) {
