@@ -1,6 +1,3 @@
 #!/usr/bin/env node
-// Loads the TypeScript CLI through tsx's loader so the package runs without a build step.
-import { register } from 'tsx/esm/api';
-
-register();
-await import('../src/cli/main.ts');
+// The installed CLI: compiled JavaScript from dist/ (`npm run build`; `npm run lww-sink` runs the sources).
+await import('../dist/cli/main.js');

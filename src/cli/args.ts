@@ -1,11 +1,18 @@
 // Flag parsing every command shares: --help, usage errors (exit 2), URL and node checks.
 import { type ParseArgsConfig, parseArgs } from 'node:util';
+
+type Parsed<O extends Options> = ReturnType<typeof parseArgs<{ options: O & { help: { type: 'boolean'; short: 'h' } }; strict: true; allowPositionals: false }>>['values'];
 import { parseUrl, redactUrl } from '../db/connection.ts';
 
 type Options = NonNullable<ParseArgsConfig['options']>;
 
 /** Parses a command's flags; prints help (exit 0) or the problem with the usage (exit 2) itself. */
-export function parseCommandArgs<const O extends Options>(command: string, help: string, argv: string[], options: O) {
+export function parseCommandArgs<const O extends Options>(
+  command: string,
+  help: string,
+  argv: string[],
+  options: O,
+): { ok: true; values: Parsed<O> } | { ok: false; exit: number } {
   try {
     const { values } = parseArgs({ args: argv, options: { ...options, help: { type: 'boolean', short: 'h' } } as O, allowPositionals: false, strict: true });
     if ((values as { help?: boolean }).help) {

@@ -2,7 +2,11 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
-const BIN = fileURLToPath(new URL('../../bin/lww-sink.js', import.meta.url));
+// The CLI beside this module: compiled JS in the package, the TypeScript source (through tsx) in a checkout.
+const SOURCE = import.meta.url.endsWith('.ts');
+const MAIN = fileURLToPath(new URL(`../cli/main.${SOURCE ? 'ts' : 'js'}`, import.meta.url));
+/** Node arguments that run `lww-sink` from the same tree as this module. */
+export const CLI_NODE_ARGS: readonly string[] = SOURCE ? ['--import', 'tsx', MAIN] : [MAIN];
 
 export interface ReplicatorProcessOptions {
   nodes: string[];
@@ -26,7 +30,7 @@ export class ReplicatorProcess {
 
   start(): void {
     const o = this.options;
-    const args = [BIN, 'replicate', ...o.nodes.flatMap((n) => ['--node', n]), '--json', '--status-interval', '1'];
+    const args = [...CLI_NODE_ARGS, 'replicate', ...o.nodes.flatMap((n) => ['--node', n]), '--json', '--status-interval', '1'];
     if (o.tables?.length) args.push('--tables', o.tables.join(','));
     if (o.batchRows) args.push('--batch-rows', String(o.batchRows));
     const env = { ...process.env, LWW_FAILPOINTS: o.failpoints ?? '' };

@@ -1,8 +1,6 @@
 // Runs the lww-sink CLI as a child process (for kill -9 tests and the harness).
 import { type ChildProcess, spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
-
-const BIN = fileURLToPath(new URL('../../bin/lww-sink.js', import.meta.url));
+import { CLI_NODE_ARGS } from '../../src/harness/replicator-process.ts';
 
 export interface CliProcess {
   child: ChildProcess;
@@ -11,7 +9,7 @@ export interface CliProcess {
 }
 
 export function spawnCli(args: string[]): CliProcess {
-  const child = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...CLI_NODE_ARGS, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout!.on('data', (d) => {
     out += d.toString();

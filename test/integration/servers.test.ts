@@ -19,6 +19,7 @@ import {
   startServers,
 } from '../../src/servers/index.ts';
 import { describeEachEngine } from '../helpers/engines.ts';
+import { CLI_NODE_ARGS } from '../../src/harness/replicator-process.ts';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -197,7 +198,7 @@ describe('lww-sink servers', () => {
 
   it('`up --json` prints endpoints that answer, and `down` stops them', async () => {
     const env = { ...process.env, LWW_SERVERS_STATE_FILE: join(stateDir, 'state.json'), LWW_PROVIDER: 'local' };
-    const up = spawn(process.execPath, ['bin/lww-sink.js', 'servers', 'up', '--engine', 'mariadb', '--count', '1', '--json'], {
+    const up = spawn(process.execPath, [...CLI_NODE_ARGS, 'servers', 'up', '--engine', 'mariadb', '--count', '1', '--json'], {
       cwd: REPO,
       env,
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -218,7 +219,7 @@ describe('lww-sink servers', () => {
     const conn = await mysql.createConnection({ uri: endpoint!.url });
     await conn.end();
 
-    await promisify(execFile)(process.execPath, ['bin/lww-sink.js', 'servers', 'down'], { cwd: REPO, env });
+    await promisify(execFile)(process.execPath, [...CLI_NODE_ARGS, 'servers', 'down'], { cwd: REPO, env });
     expect(await exited).toBe(0);
     await expect(mysql.createConnection({ uri: endpoint!.url })).rejects.toThrow();
     expect(existsSync(join(stateDir, 'state.json'))).toBe(false);

@@ -1,12 +1,13 @@
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { CLI_NODE_ARGS } from '../../src/harness/replicator-process.ts';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
 
 function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, ['bin/lww-sink.js', ...args], { cwd: REPO }, (error, stdout, stderr) => {
+    execFile(process.execPath, [...CLI_NODE_ARGS, ...args], { cwd: REPO }, (error, stdout, stderr) => {
       resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr });
     });
   });
