@@ -3,6 +3,7 @@ import { type ParseArgsConfig, parseArgs } from 'node:util';
 
 type Parsed<O extends Options> = ReturnType<typeof parseArgs<{ options: O & { help: { type: 'boolean'; short: 'h' } }; strict: true; allowPositionals: false }>>['values'];
 import { parseUrl, redactUrl } from '../db/connection.ts';
+import { EXIT_CODE_HELP, GLOBAL_HELP } from './exit-codes.ts';
 
 type Options = NonNullable<ParseArgsConfig['options']>;
 
@@ -16,7 +17,7 @@ export function parseCommandArgs<const O extends Options>(
   try {
     const { values } = parseArgs({ args: argv, options: { ...options, help: { type: 'boolean', short: 'h' } } as O, allowPositionals: false, strict: true });
     if ((values as { help?: boolean }).help) {
-      console.log(help);
+      console.log(`${help.trimEnd()}\n\n${GLOBAL_HELP}\n\n${EXIT_CODE_HELP}`);
       return { ok: false as const, exit: 0 };
     }
     return { ok: true as const, values };

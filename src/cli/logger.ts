@@ -1,17 +1,10 @@
-// The CLI's logger: one line per message on stderr, fields as JSON; debug only with LWW_DEBUG=1.
-import type { Logger } from '../writer/options.ts';
+// The CLI's process logger (src/log/logger.ts): JSON lines when stderr is not a terminal or with
+// --log-format json, readable lines on a terminal; LOG_LEVEL sets the level.
+import { createLogger, type Logger } from '../log/logger.ts';
 
-export function consoleLogger(prefix = ''): Logger {
-  const line = (level: string, msg: string, fields?: Record<string, unknown>) =>
-    console.error(`${new Date().toISOString()} ${level} ${prefix}${msg}${fields && Object.keys(fields).length ? ` ${JSON.stringify(fields, (_, v) => (typeof v === 'bigint' ? v.toString() : v))}` : ''}`);
-  return {
-    debug: (m, f) => {
-      if (process.env.LWW_DEBUG === '1') line('debug', m, f);
-    },
-    info: (m, f) => line('info', m, f),
-    warn: (m, f) => line('warn', m, f),
-    error: (m, f) => line('error', m, f),
-  };
+/** The process logger; `component` becomes a field of every line. */
+export function consoleLogger(component?: string): Logger {
+  return createLogger({ bindings: component ? { component: component.replace(/[:\s]+$/, '') } : undefined });
 }
 
 /** JSON.stringify that writes bigints as decimal strings (versions on the wire). */

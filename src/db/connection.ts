@@ -3,6 +3,7 @@
 // mean "changed"), timeouts on connect and on every query.
 import mysql from 'mysql2/promise';
 import type { Connection, ConnectionOptions } from 'mysql2/promise';
+import { parseUrl, redactUrl } from './url.ts';
 
 export type Target = string | ConnectionOptions;
 
@@ -26,32 +27,7 @@ const EXACT: ConnectionOptions = {
   flags: ['-FOUND_ROWS'],
 };
 
-/** Parses a mysql:// URL into connection options (user, password, host, port, database). */
-export function parseUrl(url: string): ConnectionOptions {
-  let u: URL;
-  try {
-    u = new URL(url);
-  } catch {
-    throw new Error(`not a valid connection URL: ${redactUrl(url)}`);
-  }
-  if (u.protocol !== 'mysql:' && u.protocol !== 'mariadb:') {
-    throw new Error(`connection URL must start with mysql:// (got ${u.protocol}//)`);
-  }
-  const opts: ConnectionOptions = {
-    host: u.hostname || '127.0.0.1',
-    port: u.port ? Number(u.port) : 3306,
-    user: decodeURIComponent(u.username || 'root'),
-    password: decodeURIComponent(u.password || ''),
-  };
-  const db = u.pathname.replace(/^\//, '');
-  if (db) opts.database = decodeURIComponent(db);
-  return opts;
-}
-
-/** The URL with its password replaced, for logs and errors. */
-export function redactUrl(url: string): string {
-  return url.replace(/\/\/([^:@/]*):[^@/]*@/, '//$1:***@');
-}
+export { parseUrl, redactUrl } from './url.ts';
 
 export function describeTarget(target: Target): string {
   if (typeof target === 'string') return redactUrl(target);

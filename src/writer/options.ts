@@ -3,13 +3,9 @@ import { hostname } from 'node:os';
 import { z } from 'zod';
 import { InvalidOptionsError } from '../errors.ts';
 import { Failpoints } from '../failpoints/failpoints.ts';
+import { type Logger, silentLogger } from '../log/logger.ts';
 
-export interface Logger {
-  debug(msg: string, fields?: Record<string, unknown>): void;
-  info(msg: string, fields?: Record<string, unknown>): void;
-  warn(msg: string, fields?: Record<string, unknown>): void;
-  error(msg: string, fields?: Record<string, unknown>): void;
-}
+export type { Logger };
 
 /** Told after each target transaction commits: which source transactions it carried. */
 export interface CommitInfo {
@@ -17,7 +13,7 @@ export interface CommitInfo {
   committedAtMs: number;
 }
 
-export const silentLogger: Logger = { debug() {}, info() {}, warn() {}, error() {} };
+export { silentLogger };
 
 const identifier = z
   .string()
