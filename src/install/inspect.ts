@@ -12,6 +12,8 @@ export interface TableInspection {
   primaryKey: string[];
   /** COLUMN_TYPE of the version column, or undefined when the table does not have it yet. */
   versionColumnType: string | undefined;
+  /** The version column is INVISIBLE (false also when it does not exist yet). */
+  versionColumnInvisible: boolean;
   /** Foreign keys whose ON DELETE / ON UPDATE actions change this table's rows without firing its triggers. */
   cascadingForeignKeys: { name: string; parent: string; onDelete: string; onUpdate: string }[];
 }
@@ -46,5 +48,6 @@ export async function inspectTable(conn: Connection, schema: string, table: stri
     onDelete: String(f.onDelete),
     onUpdate: String(f.onUpdate),
   }));
-  return { schema, table, primaryKey, versionColumnType, cascadingForeignKeys };
+  const versionColumnInvisible = /\bINVISIBLE\b/i.test(String(version?.extra ?? ''));
+  return { schema, table, primaryKey, versionColumnType, versionColumnInvisible, cascadingForeignKeys };
 }

@@ -10,9 +10,11 @@ import { connect } from '../db/connection.ts';
 import { InstallRefusedError, InvalidOptionsError, LwwError, NodeIdConflictError, UnsupportedTableError } from '../errors.ts';
 import { tombstoneTableName, triggerName } from '../model/names.ts';
 import { MAX_NODE_ID } from '../model/version.ts';
-import { COLUMNS_SQL } from '../sql/introspect.ts';
+import { COLUMNS_SQL, VERSION_SQL } from '../sql/introspect.ts';
 import {
   addVersionColumnSql,
+  hideVersionColumnSql,
+  supportsInvisibleColumns,
   backfillVersionSql,
   countRegisteredTablesSql,
   dropSchemaSql,
@@ -296,6 +298,8 @@ export async function install(options: InstallOptions): Promise<InstallResult> {
     if (problems.length > 1) throw new InstallRefusedError(problems);
 
     const warnings: string[] = [];
+    const [[server]] = await conn.query<RowDataPacket[]>(VERSION_SQL);
+    const invisible = supportsInvisibleColumns(String(server!.version));
     await ensureMetaSchema(conn, metaSchema);
     if (recorded === undefined) {
       try {
@@ -322,8 +326,12 @@ export async function install(options: InstallOptions): Promise<InstallResult> {
         await conn.query(markVersionColumnAddedSql(metaSchema), [ref.schema, ref.table]);
       }
       if (columnMissing) {
-        await conn.query(addVersionColumnSql(ref.schema, ref.table, versionColumn));
-        log.info('added version column', { table: name, versionColumn });
+        await conn.query(addVersionColumnSql(ref.schema, ref.table, versionColumn, invisible));
+        log.info('added version column', { table: name, versionColumn, invisible });
+      } else if (invisible && reg?.addedVersionColumn && !inspection.versionColumnInvisible) {
+        // Added visible by an older install: applications' SELECT * and INSERT … VALUES see it until hidden.
+        await conn.query(hideVersionColumnSql(ref.schema, ref.table, versionColumn));
+        log.info('made version column invisible', { table: name, versionColumn });
       }
       const meta = { ...(await loadTableMeta(conn, ref.schema, ref.table, versionColumn)), tombstoneTable };
       await ensureTombstoneTable(conn, metaSchema, meta);

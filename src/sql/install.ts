@@ -77,8 +77,23 @@ export function countRegisteredTablesSql(metaSchema: string): string {
   return `SELECT COUNT(*) AS n FROM ${quoteTable(metaSchema, 'tables')}`;
 }
 
-export function addVersionColumnSql(schema: string, table: string, versionColumn: string): string {
-  return `ALTER TABLE ${quoteTable(schema, table)} ADD COLUMN ${quoteIdent(versionColumn)} BIGINT UNSIGNED NOT NULL DEFAULT 0`;
+/** INVISIBLE (MySQL >= 8.0.23, MariaDB >= 10.3) keeps `INSERT … VALUES` without a column list and `SELECT *` as they were. */
+export function addVersionColumnSql(schema: string, table: string, versionColumn: string, invisible = true): string {
+  return `ALTER TABLE ${quoteTable(schema, table)} ADD COLUMN ${quoteIdent(versionColumn)} BIGINT UNSIGNED NOT NULL DEFAULT 0${invisible ? ' INVISIBLE' : ''}`;
+}
+
+/** Upgrades a version column an older install added as a visible column (same definition, INVISIBLE). */
+export function hideVersionColumnSql(schema: string, table: string, versionColumn: string): string {
+  return `ALTER TABLE ${quoteTable(schema, table)} MODIFY COLUMN ${quoteIdent(versionColumn)} BIGINT UNSIGNED NOT NULL DEFAULT 0 INVISIBLE`;
+}
+
+/** Whether a server (its VERSION() text) has invisible columns: MySQL >= 8.0.23, MariaDB >= 10.3. */
+export function supportsInvisibleColumns(version: string): boolean {
+  const m = /^(\d+)\.(\d+)\.(\d+)/.exec(version);
+  if (!m) return false;
+  const [maj, min, patch] = [Number(m[1]), Number(m[2]), Number(m[3])];
+  if (/mariadb/i.test(version)) return maj > 10 || (maj === 10 && min >= 3);
+  return maj > 8 || (maj === 8 && (min > 0 || patch >= 23));
 }
 
 export function dropVersionColumnSql(schema: string, table: string, versionColumn: string): string {

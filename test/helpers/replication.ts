@@ -3,7 +3,7 @@ import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { connect } from '../../src/db/connection.ts';
 import { install } from '../../src/install/install.ts';
 import { Replicator, type ReplicatorOptions } from '../../src/replicator/replicator.ts';
-import { quoteTable } from '../../src/sql/quote.ts';
+import { quoteIdent, quoteTable } from '../../src/sql/quote.ts';
 import { freshDatabase } from './db.ts';
 
 export async function setupNodes(urls: string[], db: string, ddl: string[], tables: string[]): Promise<Connection[]> {
@@ -25,8 +25,9 @@ export async function startReplicator(urls: string[], extra: Partial<ReplicatorO
   return r;
 }
 
-export async function snapshot(conn: Connection, schema: string, table: string): Promise<string> {
-  const [rows] = await conn.query<RowDataPacket[]>(`SELECT * FROM ${quoteTable(schema, table)} ORDER BY 1`);
+/** Every row with its version (named: install adds the version column INVISIBLE, so `*` omits it). */
+export async function snapshot(conn: Connection, schema: string, table: string, versionColumn = '_lww_ts'): Promise<string> {
+  const [rows] = await conn.query<RowDataPacket[]>(`SELECT *, ${quoteIdent(versionColumn)} FROM ${quoteTable(schema, table)} ORDER BY 1`);
   return JSON.stringify(rows);
 }
 

@@ -110,7 +110,7 @@ describeEachEngine('install and uninstall', 1, (ctx) => {
       [WEIRD, true, 3, 3],
       ['versioned', false, 1, 3],
     ]);
-    expect(await showCreateTable(conn, T)).toMatch(/`_lww_ts` bigint(\(20\))? unsigned NOT NULL DEFAULT '?0'?/);
+    expect(await showCreateTable(conn, T)).toMatch(/`_lww_ts` bigint(\(20\))? unsigned NOT NULL (INVISIBLE DEFAULT 0|DEFAULT '0' \/\*!80023 INVISIBLE \*\/)/);
     for (const [region, id] of [['eu', 1], ['eu', 2], ['us', 1]] as const) {
       expectFreshLocalVersion(await versionOf(conn, region, id), before, after);
     }
