@@ -3,6 +3,7 @@ import { type ParseArgsConfig, parseArgs } from 'node:util';
 
 type Parsed<O extends Options> = ReturnType<typeof parseArgs<{ options: O & { help: { type: 'boolean'; short: 'h' } }; strict: true; allowPositionals: false }>>['values'];
 import { parseUrl, redactUrl } from '../db/connection.ts';
+import { Failpoints } from '../failpoints/failpoints.ts';
 import { EXIT_CODE_HELP, GLOBAL_HELP } from './exit-codes.ts';
 
 type Options = NonNullable<ParseArgsConfig['options']>;
@@ -70,4 +71,22 @@ export function tableListProblems(tables: readonly string[] | undefined): string
   if (tables === undefined) return [];
   if (tables.length === 0) return ['--tables is empty'];
   return tables.map((t) => (/^[^.]+\..+$/.test(t) ? '' : `--tables entries must be schema.table (got "${t}")`));
+}
+
+/** A renamed flag's value: the new name, else the old one (kept for old scripts) with a warning on stderr. */
+export function renamedFlag(command: string, values: Record<string, unknown>, name: string, oldName: string): string | undefined {
+  const old = values[oldName];
+  if (old === undefined) return values[name] as string | undefined;
+  console.error(`lww-sink ${command}: --${oldName} is deprecated; use --${name}`);
+  return (values[name] as string | undefined) ?? (old as string);
+}
+
+/** Failpoints from --failpoints, or the problem with the spec. */
+export function failpointsFlag(spec: string | undefined): Failpoints | string | undefined {
+  if (spec === undefined) return undefined;
+  try {
+    return new Failpoints(spec);
+  } catch (e) {
+    return `--failpoints: ${(e as Error).message}`;
+  }
 }

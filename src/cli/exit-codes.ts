@@ -1,4 +1,6 @@
 // One exit-code table for every command: printed by `lww-sink --help`, documented in README.
+import { explainPrivilegeError } from '../db/privileges.ts';
+import { redactSecrets } from '../db/url.ts';
 import { InvalidOptionsError } from '../errors.ts';
 
 export const EXIT = {
@@ -52,4 +54,10 @@ export function exitCodeOf(err: unknown): number {
     if (e instanceof InvalidOptionsError) return EXIT.usage;
   }
   return EXIT.failed;
+}
+
+/** The message to print for an error that ended a command: secrets masked, a missing privilege named. */
+export function describeError(err: unknown): string {
+  const message = err instanceof Error ? err.message : String(err);
+  return redactSecrets(explainPrivilegeError(err) ?? message);
 }

@@ -4,7 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { levelFromEnv, LOG_LEVELS } from '../log/logger.ts';
 import { applyConfig, takeFlag } from './config.ts';
-import { EXIT, EXIT_CODE_HELP, exitCodeOf, GLOBAL_HELP } from './exit-codes.ts';
+import { describeError, EXIT, EXIT_CODE_HELP, exitCodeOf, GLOBAL_HELP } from './exit-codes.ts';
 import { InvalidOptionsError } from '../errors.ts';
 import { redactSecrets } from '../db/url.ts';
 
@@ -81,7 +81,7 @@ async function main(argv: string[]): Promise<number> {
   try {
     return await (await command.load()).run(args);
   } catch (e) {
-    console.error(`lww-sink ${name}: ${redactSecrets(e instanceof Error ? e.message : String(e))}`);
+    console.error(`lww-sink ${name}: ${describeError(e)}`);
     return exitCodeOf(e);
   }
 }

@@ -1,6 +1,8 @@
 // Named fault switches in the pingcap/failpoint term syntax: `name=term;name2=term`, where
 // term := [P%][N*]action[(arg)][->term], action ∈ off | return. Off by default; when no
-// failpoint is enabled `eval` is one boolean check.
+// failpoint is enabled `eval` is one boolean check. They construct data loss, so they are on only
+// when asked for explicitly: an option / --failpoints, or the environment with LWW_FAILPOINTS_ENABLE=1
+// (a stray LWW_FAILPOINTS or GO_FAILPOINTS alone does nothing).
 import { InvalidOptionsError } from '../errors.ts';
 
 export const FAILPOINT_NAMES = ['mysqlSinkBypassLWW', 'sinkDropMessage', 'sinkMutateValue'] as const;
@@ -40,6 +42,12 @@ export function parseTerms(name: string, text: string): FailpointTerm[] {
   });
 }
 
+/** The term text of one failpoint in a `name=term;…` spec. */
+function specOf(spec: string, name: string): string {
+  const entry = spec.split(';').find((e) => e.slice(0, e.indexOf('=')).trim() === name)!;
+  return entry.slice(entry.indexOf('=') + 1).trim();
+}
+
 /** Parses `name=term;name2=term` (the GO_FAILPOINTS format). */
 export function parseFailpointSpec(spec: string): Map<FailpointName, FailpointTerm[]> {
   const result = new Map<FailpointName, FailpointTerm[]>();
@@ -58,7 +66,12 @@ export function parseFailpointSpec(spec: string): Map<FailpointName, FailpointTe
 interface ActiveFailpoint {
   terms: FailpointTerm[];
   fired: number[];
+  /** The term text as given (for status, metrics and the start-up warning). */
+  spec: string;
 }
+
+/** The variable that must be 1 before LWW_FAILPOINTS / GO_FAILPOINTS are read. */
+export const FAILPOINTS_ENV_OPT_IN = 'LWW_FAILPOINTS_ENABLE';
 
 export class Failpoints {
   private readonly active = new Map<FailpointName, ActiveFailpoint>();
@@ -68,24 +81,36 @@ export class Failpoints {
     spec: string | Partial<Record<FailpointName, string>> = '',
     private readonly random: () => number = Math.random,
   ) {
-    const entries = typeof spec === 'string' ? [...parseFailpointSpec(spec)] : Object.entries(spec).map(([n, t]) => [n, t] as const);
-    for (const [name, terms] of entries) {
-      if (terms === undefined) continue;
-      if (typeof terms === 'string') this.enable(name as FailpointName, terms);
-      else this.set(name as FailpointName, terms);
-    }
+    const entries = typeof spec === 'string' ? [...parseFailpointSpec(spec)].map(([n]) => [n, specOf(spec, n)] as const) : Object.entries(spec);
+    for (const [name, terms] of entries) if (terms !== undefined) this.enable(name as FailpointName, terms);
   }
 
-  /** Failpoints from LWW_FAILPOINTS (or GO_FAILPOINTS) in the environment. */
+  /**
+   * Failpoints from LWW_FAILPOINTS (or GO_FAILPOINTS) — only when LWW_FAILPOINTS_ENABLE=1 is also set;
+   * otherwise none, whatever those variables hold.
+   */
   static fromEnv(env: NodeJS.ProcessEnv = process.env, random?: () => number): Failpoints {
+    if (env[FAILPOINTS_ENV_OPT_IN] !== '1') return new Failpoints('', random);
     return new Failpoints(env.LWW_FAILPOINTS ?? env.GO_FAILPOINTS ?? '', random);
+  }
+
+  /** Enabled failpoints and their terms, e.g. [{ name: 'sinkDropMessage', spec: '1%return(true)' }]. */
+  list(): Array<{ name: FailpointName; spec: string }> {
+    return [...this.active].map(([name, fp]) => ({ name, spec: fp.spec }));
+  }
+
+  /** `name=term;…` of the enabled failpoints ('' when none). */
+  toString(): string {
+    return this.list()
+      .map((f) => `${f.name}=${f.spec}`)
+      .join(';');
   }
 
   enable(name: FailpointName, term: string): void {
     if (!(FAILPOINT_NAMES as readonly string[]).includes(name)) {
       throw new InvalidOptionsError(`failpoints: unknown failpoint "${name}" (known: ${FAILPOINT_NAMES.join(', ')})`);
     }
-    this.set(name, parseTerms(name, term));
+    this.set(name, parseTerms(name, term), term.trim());
   }
 
   disable(name: FailpointName): void {
@@ -93,8 +118,8 @@ export class Failpoints {
     this.anyActive = this.active.size > 0;
   }
 
-  private set(name: FailpointName, terms: FailpointTerm[]): void {
-    this.active.set(name, { terms, fired: terms.map(() => 0) });
+  private set(name: FailpointName, terms: FailpointTerm[], spec: string): void {
+    this.active.set(name, { terms, fired: terms.map(() => 0), spec });
     this.anyActive = true;
   }
 

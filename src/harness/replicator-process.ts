@@ -11,7 +11,7 @@ export const CLI_NODE_ARGS: readonly string[] = SOURCE ? ['--import', 'tsx', MAI
 export interface ReplicatorProcessOptions {
   nodes: string[];
   tables?: string[];
-  /** Failpoints for the replicator's sinks (LWW_FAILPOINTS syntax). */
+  /** Failpoints for the replicator's sinks (`name=term;…`), passed as --failpoints. */
   failpoints?: string;
   batchRows?: number;
   /** Called with each JSON status line the replicator prints. */
@@ -30,10 +30,13 @@ export class ReplicatorProcess {
 
   start(): void {
     const o = this.options;
-    const args = [...CLI_NODE_ARGS, 'replicate', ...o.nodes.flatMap((n) => ['--node', n]), '--json', '--status-interval', '1'];
+    // Node URLs (with their passwords) go through the environment, never argv (visible in `ps`).
+    const args = [...CLI_NODE_ARGS, 'replicate', '--json', '--progress-interval', '1'];
     if (o.tables?.length) args.push('--tables', o.tables.join(','));
     if (o.batchRows) args.push('--batch-rows', String(o.batchRows));
-    const env = { ...process.env, LWW_FAILPOINTS: o.failpoints ?? '' };
+    if (o.failpoints) args.push('--failpoints', o.failpoints);
+    const env: NodeJS.ProcessEnv = { ...process.env, LWW_NODES: o.nodes.join(',') };
+    for (const name of ['LWW_FAILPOINTS', 'GO_FAILPOINTS', 'LWW_FAILPOINTS_ENABLE']) delete env[name];
     const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
     this.child = child;
     this.starts++;

@@ -2,6 +2,7 @@
 // on the target, resuming from the checkpoint stored on the target. Supervises both: when either
 // fails, everything not committed is dropped and the direction restarts from the checkpoint (the
 // stream never moves past a transaction that failed). Losing ownership stops it for good.
+import { explainPrivilegeError, isPrivilegeError } from '../db/privileges.ts';
 import type { Connection } from 'mysql2/promise';
 import { startCapture, type BinlogCapture } from '../capture/reader.ts';
 import type { TableSelector } from '../capture/filter.ts';
@@ -109,10 +110,11 @@ export class Direction {
       try {
         await this.runOnce();
       } catch (err) {
-        if (err instanceof OwnershipLostError) {
+        // Lost ownership or a missing privilege: restarting cannot fix it, so stop loudly instead of looping.
+        if (err instanceof OwnershipLostError || isPrivilegeError(err)) {
           this.state = 'failed';
-          this.lastError = err.message;
-          log.error(`${this.name}: ${err.message}`);
+          this.lastError = explainPrivilegeError(err) ?? (err as Error).message;
+          log.error(`${this.name}: ${this.lastError}`);
           throw err;
         }
         if (this.stopped) break;

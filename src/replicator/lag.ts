@@ -6,6 +6,8 @@ export class LagRecorder {
   private readonly samples: number[] = [];
   private next = 0;
   last: number | undefined;
+  /** Called with every sample in ms (the metrics endpoint feeds its lag histogram from it). */
+  onSample: ((ms: number) => void) | undefined;
 
   constructor(private readonly capacity = 20_000) {}
 
@@ -13,6 +15,7 @@ export class LagRecorder {
     if (version === 0n) return;
     const ms = committedAtMs - Number(physicalMicrosOf(version)) / 1000;
     this.last = ms;
+    this.onSample?.(ms);
     if (this.samples.length < this.capacity) this.samples.push(ms);
     else {
       this.samples[this.next] = ms;

@@ -42,7 +42,7 @@ export async function inspectNodes(urls: readonly string[], metaSchema: string):
   const registered = new Set<string>();
   for (const [i, url] of urls.entries()) {
     const conn = await connect(url).catch((err: unknown) => {
-      throw new ReplicatorConfigError(`cannot connect to node ${redactUrl(url)}: ${err instanceof Error ? err.message : String(err)}`);
+      throw new ReplicatorConfigError(`cannot connect to node ${redactUrl(url)}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
     });
     try {
       const [schema] = await conn.query<RowDataPacket[]>(SCHEMA_EXISTS_SQL, [metaSchema]);

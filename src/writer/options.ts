@@ -78,5 +78,8 @@ export function parseSinkOptions(input: unknown): SinkOptions {
   }
   const { failpoints, logger, ...rest } = r.data;
   const fp = failpoints instanceof Failpoints ? failpoints : failpoints === undefined ? Failpoints.fromEnv() : new Failpoints(failpoints);
-  return { ...rest, failpoints: fp, logger: logger ?? silentLogger };
+  const log = logger ?? silentLogger;
+  // Failpoints construct data loss: never on silently.
+  if (fp.enabled) log.warn('failpoints enabled: this sink deliberately breaks replication', { failpoints: fp.toString() });
+  return { ...rest, failpoints: fp, logger: log };
 }

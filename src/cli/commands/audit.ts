@@ -1,7 +1,7 @@
 // `lww-sink audit`: the history audit over a binlog window of two or more nodes. Exit 0 no finding,
-// 1 findings, 2 when the audit could not run (bad flags, a node unreachable, a binlog unreadable).
+// 1 findings, else the common table (2 usage, 3 connection, 4 the audit could not run).
 import { auditHistory, auditReportToJson, formatAuditReport } from '../../checker/index.ts';
-import { LwwError } from '../../errors.ts';
+import { describeError, exitCodeOf } from '../exit-codes.ts';
 import { integerFlag, nodeProblems, parseCommandArgs, splitList, tableListProblems, usageProblems } from '../args.ts';
 
 export const summary = 'check from the binlogs that replication kept the LWW rules over a window (history audit)';
@@ -22,7 +22,7 @@ const HELP = `usage:
       --until     window end per node; default: each node's binlog head when the audit starts.
       Run it after replication has caught up, over a window that started with replication caught up.
       Tables: --tables, else every table registered in <meta-schema>.tables on the first node.
-      Exit code: 0 no finding, 1 findings, 2 the audit could not run.`;
+      Exit code: 0 no finding, 1 findings (other codes below).`;
 
 function positions(flag: string, text: string | undefined, count: number): string[] | undefined | string {
   if (text === undefined) return undefined;
@@ -84,8 +84,7 @@ export async function run(argv: string[]): Promise<number> {
     console.log(values.json ? auditReportToJson(report) : formatAuditReport(report));
     return report.ok ? 0 : 1;
   } catch (e) {
-    const message = e instanceof LwwError || e instanceof Error ? e.message : String(e);
-    console.error(`lww-sink audit: ${message}`);
-    return 2;
+    console.error(`lww-sink audit: ${describeError(e)}`);
+    return exitCodeOf(e);
   }
 }

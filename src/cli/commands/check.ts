@@ -1,19 +1,19 @@
 // `lww-sink check`: the state check between two or more nodes. Exit 0 identical, 1 differences,
-// 2 when the check could not run (bad flags, a node unreachable, a table that cannot be checked).
+// else the common table (2 usage, 3 connection, 4 the check could not run).
 import { checkState, formatStateReport, stateReportToJson } from '../../checker/index.ts';
-import { LwwError } from '../../errors.ts';
-import { integerFlag, nodeProblems, parseCommandArgs, splitList, tableListProblems, usageProblems } from '../args.ts';
+import { integerFlag, nodeProblems, parseCommandArgs, renamedFlag, splitList, tableListProblems, usageProblems } from '../args.ts';
+import { describeError, exitCodeOf } from '../exit-codes.ts';
 
 export const summary = 'compare the current data of two or more nodes (state check)';
 
 const HELP = `usage:
   lww-sink check --node URL --node URL [--node URL...] [--tables db.t1,db.t2] [--meta-schema lww_meta]
-                 [--version-column _lww_ts] [--chunk-size 10000] [--max-findings 10000] [--json]
+                 [--version-column _lww_ts] [--chunk-rows 10000] [--max-findings 10000] [--json]
       Compares every node with the first, table by table in primary-key order, by chunk checksums
       computed on the servers; rows are read only where a chunk differs. Each differing key is shown
       with its state on both nodes (row, tombstone or absent), a class and the node LWW says wins.
       Tables: --tables, else every table registered in <meta-schema>.tables on the first node.
-      Exit code: 0 identical, 1 differences found, 2 the check could not run.`;
+      --chunk-size is a deprecated name of --chunk-rows.`;
 
 export async function run(argv: string[]): Promise<number> {
   const parsed = parseCommandArgs('check', HELP, argv, {
@@ -21,6 +21,7 @@ export async function run(argv: string[]): Promise<number> {
     tables: { type: 'string' },
     'meta-schema': { type: 'string' },
     'version-column': { type: 'string' },
+    'chunk-rows': { type: 'string' },
     'chunk-size': { type: 'string' },
     'max-findings': { type: 'string' },
     json: { type: 'boolean', default: false },
@@ -28,7 +29,8 @@ export async function run(argv: string[]): Promise<number> {
   if (!parsed.ok) return parsed.exit;
   const { values } = parsed;
   const nodes = values.node ?? [];
-  const chunkSize = values['chunk-size'] === undefined ? 10_000 : integerFlag('chunk-size', values['chunk-size'], 1);
+  const chunkText = renamedFlag('check', values, 'chunk-rows', 'chunk-size');
+  const chunkSize = chunkText === undefined ? 10_000 : integerFlag('chunk-rows', chunkText, 1);
   const maxFindings = values['max-findings'] === undefined ? 10_000 : integerFlag('max-findings', values['max-findings'], 0);
   const tables = splitList(values.tables);
   const bad = usageProblems('check', [
@@ -50,8 +52,7 @@ export async function run(argv: string[]): Promise<number> {
     console.log(values.json ? stateReportToJson(report) : formatStateReport(report));
     return report.identical ? 0 : 1;
   } catch (e) {
-    const message = e instanceof LwwError || e instanceof Error ? e.message : String(e);
-    console.error(`lww-sink check: ${message}`);
-    return 2;
+    console.error(`lww-sink check: ${describeError(e)}`);
+    return exitCodeOf(e);
   }
 }

@@ -1,23 +1,30 @@
 // `lww-sink install`: prepares tables of one server for LWW replication (version column, tombstone
 // table, triggers stamping local writes with this node's versions). Safe to run again.
-import { InvalidOptionsError } from '../../errors.ts';
+import { connect, redactUrl } from '../../db/connection.ts';
+import { redactSecrets } from '../../db/url.ts';
+import { formatPlan, type PlannedStatement, recordingConnection } from '../../install/dry-run.ts';
 import { type InstallResult, install } from '../../install/install.ts';
 import { formatTableRef } from '../../install/table-list.ts';
 import { parseCommandArgs, urlProblem, usageProblems } from '../args.ts';
+import { describeError, EXIT, exitCodeOf } from '../exit-codes.ts';
+import { announceInterrupt } from '../interrupt.ts';
 import { splitTableList } from './table-flags.ts';
 
 export const summary = 'prepare tables for LWW replication: version column, tombstones, triggers (idempotent)';
 
 const HELP = `usage:
   lww-sink install --url mysql://user:pass@host:port/ --node-id N (--tables db.t1,db.t2 | --schema db)
-                   [--version-column _lww_ts] [--meta-schema lww_meta] [--json]
+                   [--version-column _lww_ts] [--meta-schema lww_meta] [--json] [--dry-run]
 
   --node-id         0..1023, different on every node; stamped into the low 10 bits of every version
   --tables          schema.table names, comma-separated (quote names holding dots or commas: \`my.db\`.\`t,1\`)
   --schema          every base table of this schema
   --version-column  the version column, added as BIGINT UNSIGNED NOT NULL DEFAULT 0 where missing
   --meta-schema     where the node id, table registry and tombstones live
-  --json            print the result as JSON`;
+  --json            print the result as JSON
+  --dry-run         print the exact statements (DDL, triggers, registry writes) install would run; change nothing
+  The version column is added INVISIBLE (MySQL >= 8.0.23, MariaDB >= 10.3): SELECT * and INSERT … VALUES
+  without a column list keep working; one an older install added visible is made invisible.`;
 
 function describe(result: InstallResult): string {
   const lines = [`node id ${result.nodeId} ${result.recordedNodeId ? 'recorded' : 'already recorded'} in ${result.metaSchema}`];
@@ -43,6 +50,7 @@ export async function run(argv: string[]): Promise<number> {
     'version-column': { type: 'string' },
     'meta-schema': { type: 'string' },
     json: { type: 'boolean', default: false },
+    'dry-run': { type: 'boolean', default: false },
   });
   if (!parsed.ok) return parsed.exit;
   const { values } = parsed;
@@ -58,10 +66,18 @@ export async function run(argv: string[]): Promise<number> {
     HELP,
   );
   if (bad !== undefined) return bad;
+  const dryRun = values['dry-run'];
+  const planned: PlannedStatement[] = [];
+  const conn = await connect(values.url!).catch((e: unknown) => {
+    console.error(`lww-sink install: cannot connect to ${redactUrl(values.url!)}: ${redactSecrets((e as Error).message)}`);
+    return exitCodeOf(e);
+  });
+  if (typeof conn === 'number') return conn;
+  const release = dryRun ? () => {} : announceInterrupt('install', 'each step already done stays (install is idempotent)');
   let result: InstallResult;
   try {
     result = await install({
-      url: values.url!,
+      connection: dryRun ? recordingConnection(conn, planned) : conn,
       nodeId,
       tables: values.tables === undefined ? undefined : splitTableList(values.tables),
       schema: values.schema,
@@ -69,12 +85,13 @@ export async function run(argv: string[]): Promise<number> {
       metaSchema: values['meta-schema'],
     });
   } catch (e) {
-    if (e instanceof InvalidOptionsError) {
-      console.error(`lww-sink install: ${e.message}`);
-      return 2;
-    }
-    throw e;
+    console.error(`lww-sink install: ${describeError(e)}`);
+    return exitCodeOf(e);
+  } finally {
+    release();
+    await conn.end().catch(() => conn.destroy());
   }
-  console.log(values.json ? JSON.stringify(result, null, 2) : describe(result));
-  return 0;
+  if (dryRun) console.log(values.json ? JSON.stringify({ dryRun: true, statements: planned }, null, 2) : formatPlan(conn, planned));
+  else console.log(values.json ? JSON.stringify(result, null, 2) : describe(result));
+  return EXIT.ok;
 }

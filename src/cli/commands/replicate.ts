@@ -1,23 +1,29 @@
-// lww-sink replicate --node URL --node URL [--tables db.t,...|--schema db] [--json] [--metrics-port P]
+// lww-sink replicate --node URL --node URL [--tables db.t,...|--schema db] [--json] [--metrics-addr [host:]port]
+import { redactSecrets } from '../../db/url.ts';
+import { Failpoints } from '../../failpoints/failpoints.ts';
 import { initialCopyOf } from '../../replicator/initial-copy.ts';
+import { type OpsServer, parseListenAddress, serveOps, statusDocument } from '../../replicator/metrics.ts';
 import { Replicator, type ReplicatorStatus } from '../../replicator/replicator.ts';
-import { serveMetrics } from '../../replicator/metrics.ts';
-import { integerFlag, nodeProblems, parseCommandArgs, splitList, usageProblems } from '../args.ts';
+import { failpointsFlag, integerFlag, nodeProblems, parseCommandArgs, renamedFlag, splitList, usageProblems } from '../args.ts';
+import { describeError, EXIT, exitCodeOf } from '../exit-codes.ts';
 import { consoleLogger, toJson } from '../logger.ts';
 
 export const summary = 'replicate both ways between nodes with last-write-wins (runs until Ctrl-C)';
 
 const HELP = `usage: lww-sink replicate --node URL --node URL [options]
 
-  --node URL            a node (twice or more; full mesh between all of them)
-  --tables db.t1,db.t2  tables to replicate (default: the tables install registered)
-  --schema db           replicate a whole schema
-  --meta-schema NAME    metadata schema (default lww_meta)
-  --status-interval S   print status every S seconds (default 5; 0 = never)
-  --json                status as JSON lines on stdout
-  --metrics-port P      serve Prometheus metrics on 127.0.0.1:P/metrics
-  --batch-rows N        rows per target transaction (default 1024)
-  --no-initial-copy     do not merge existing rows on a direction's first start
+  --node URL               a node (twice or more; full mesh between all of them); or LWW_NODES / --config
+  --tables db.t1,db.t2     tables to replicate (default: the tables install registered)
+  --schema db              replicate a whole schema
+  --meta-schema NAME       metadata schema (default lww_meta)
+  --progress-interval S    print status every S seconds (default 5; 0 = never)
+  --json                   status as JSON lines on stdout
+  --metrics-addr [H:]P     serve /metrics (Prometheus), /healthz and /status on H:P (default host 127.0.0.1)
+  --batch-rows N           rows per target transaction (default 1024)
+  --no-initial-copy        do not merge existing rows on a direction's first start
+  --failpoints SPEC        break replication on purpose (tests only), e.g. sinkDropMessage=1%return(true);
+                           LWW_FAILPOINTS is read only with LWW_FAILPOINTS_ENABLE=1
+  deprecated: --status-interval (= --progress-interval), --metrics-port P (= --metrics-addr 127.0.0.1:P)
 `;
 
 function formatStatus(s: ReplicatorStatus): string {
@@ -31,51 +37,81 @@ function formatStatus(s: ReplicatorStatus): string {
     .join('\n');
 }
 
+const formatText = (s: ReplicatorStatus) => redactSecrets(formatStatus(s));
+
 export async function run(argv: string[]): Promise<number> {
   const parsed = parseCommandArgs('replicate', HELP, argv, {
     node: { type: 'string', multiple: true },
     tables: { type: 'string' },
     schema: { type: 'string', multiple: true },
     'meta-schema': { type: 'string', default: 'lww_meta' },
-    'status-interval': { type: 'string', default: '5' },
+    'progress-interval': { type: 'string' },
+    'status-interval': { type: 'string' },
     json: { type: 'boolean', default: false },
+    'metrics-addr': { type: 'string' },
     'metrics-port': { type: 'string' },
     'batch-rows': { type: 'string' },
     'no-initial-copy': { type: 'boolean', default: false },
+    failpoints: { type: 'string' },
   });
   if (!parsed.ok) return parsed.exit;
   const { values } = parsed;
   const nodes = values.node ?? [];
   const tables = [...(splitList(values.tables) ?? []), ...(values.schema ?? [])];
-  const interval = Number(values['status-interval']);
+  const intervalText = renamedFlag('replicate', values, 'progress-interval', 'status-interval') ?? '5';
+  const interval = Number(intervalText);
   const batchRows = values['batch-rows'] === undefined ? undefined : integerFlag('batch-rows', values['batch-rows'], 1);
-  const metricsPort = values['metrics-port'] === undefined ? undefined : integerFlag('metrics-port', values['metrics-port'], 1);
+  const oldPort = values['metrics-port'] === undefined ? undefined : integerFlag('metrics-port', values['metrics-port'], 1);
+  if (oldPort !== undefined) console.error('lww-sink replicate: --metrics-port is deprecated; use --metrics-addr');
+  const addrText = values['metrics-addr'] ?? (typeof oldPort === 'number' ? `127.0.0.1:${oldPort}` : undefined);
+  const metricsAddr = addrText === undefined ? undefined : parseListenAddress(addrText);
+  const failpoints = failpointsFlag(values.failpoints);
   const bad = usageProblems(
     'replicate',
     [
       ...nodeProblems(nodes),
-      (!Number.isFinite(interval) || interval < 0) && '--status-interval must be a number of seconds',
+      (!/^\d+(\.\d+)?$/.test(intervalText) || !Number.isFinite(interval)) && '--progress-interval must be a number of seconds',
       typeof batchRows === 'string' && batchRows,
-      typeof metricsPort === 'string' && metricsPort,
+      typeof oldPort === 'string' && oldPort,
+      typeof metricsAddr === 'string' && metricsAddr,
+      typeof failpoints === 'string' && failpoints,
     ],
     HELP,
   );
   if (bad !== undefined) return bad;
   const logger = consoleLogger();
+  // One explicit set for every sink (the flag, or the environment only with LWW_FAILPOINTS_ENABLE=1), shown in status and metrics.
+  const fp = typeof failpoints === 'object' ? failpoints : Failpoints.fromEnv();
+  // The endpoint binds before anything starts: a taken port is a usage error, not a half-started replicator.
+  let ops: OpsServer | undefined;
+  if (typeof metricsAddr === 'object') {
+    try {
+      ops = await serveOps({ ...metricsAddr, failpoints: fp });
+      logger.info('serving /metrics, /healthz and /status', { address: `${ops.address.address}:${ops.address.port}` });
+    } catch (e) {
+      console.error(`lww-sink replicate: --metrics-addr ${addrText}: ${(e as Error).message}`);
+      return EXIT.usage;
+    }
+  }
   const replicator = new Replicator({
     nodes,
     tables: tables.length > 0 ? tables : undefined,
     metaSchema: values['meta-schema'],
-    sink: typeof batchRows === 'number' ? { batch: { maxRows: batchRows } } : undefined,
+    sink: { ...(typeof batchRows === 'number' ? { batch: { maxRows: batchRows } } : {}), failpoints: fp },
     initialCopy: values['no-initial-copy'] ? false : initialCopyOf({ logger }),
     logger,
   });
-  await replicator.start();
-  const metrics = typeof metricsPort === 'number' ? await serveMetrics(replicator, metricsPort) : null;
+  try {
+    await replicator.start();
+  } catch (e) {
+    await ops?.close();
+    throw e;
+  }
+  ops?.attach(replicator);
   const print = async () => {
     const s = await replicator.status();
-    if (values.json) console.log(toJson({ time: new Date().toISOString(), ...s }));
-    else console.log(formatStatus(s));
+    if (values.json) console.log(toJson(statusDocument(s, fp)));
+    else console.log(formatText(s));
   };
   const timer = interval > 0 ? setInterval(() => void print(), interval * 1000) : null;
   let signalled = false;
@@ -87,17 +123,17 @@ export async function run(argv: string[]): Promise<number> {
     process.once('SIGINT', onSignal);
     process.once('SIGTERM', onSignal);
   });
-  let code = 0;
+  let code: number = EXIT.ok;
   try {
     await Promise.race([stop, replicator.wait()]);
   } catch (err) {
-    logger.error(`replication stopped: ${err instanceof Error ? err.message : String(err)}`);
-    code = 1;
+    logger.error('replication stopped', { error: describeError(err) });
+    code = exitCodeOf(err) === EXIT.usage ? EXIT.usage : EXIT.failed;
   }
   if (timer) clearInterval(timer);
   await replicator.stop();
   await print();
-  metrics?.close();
+  await ops?.close();
   if (signalled) logger.info('stopped gracefully: everything read was committed or will be replayed from the checkpoints');
   return code;
 }

@@ -1,7 +1,8 @@
 // `lww-sink sync`: one-shot full-table LWW merge between nodes (repair). Exit 0 done (or dry run
-// done), 1 the sync failed part-way (what committed stays: every write is an LWW merge), 2 bad flags.
-import { parseArgs } from 'node:util';
-import { LwwError } from '../../errors.ts';
+// done), else the common table (4: failed part-way; what committed stays: every write is an LWW merge).
+import { parseCommandArgs, urlProblem } from '../args.ts';
+import { describeError, exitCodeOf } from '../exit-codes.ts';
+import { announceInterrupt } from '../interrupt.ts';
 import { formatSyncReport, type SyncProgress, syncNodes, syncReportToJson } from '../../sync/repair.ts';
 
 export const summary = 'merge tables between nodes with last-write-wins, both ways (repair; --dry-run counts)';
@@ -26,7 +27,7 @@ const HELP = `usage:
   --json               print the report as JSON on stdout (progress stays on stderr)
   --progress-interval  seconds between progress lines on stderr (default 2; 0 = none)
   --quiet              no progress lines
-  Exit code: 0 done, 1 failed, 2 bad flags.`;
+  Exit code: 0 done (other codes below).`;
 
 function intFlag(flag: string, text: string | undefined, fallback: number, min: number, max: number): number | string {
   if (text === undefined) return fallback;
@@ -42,43 +43,19 @@ function formatProgress(p: SyncProgress): string {
 }
 
 export async function run(argv: string[]): Promise<number> {
-  let values: {
-    node?: string[];
-    tables?: string;
-    'dry-run'?: boolean;
-    json?: boolean;
-    'chunk-rows'?: string;
-    'meta-schema'?: string;
-    'version-column'?: string;
-    'progress-interval'?: string;
-    quiet?: boolean;
-    help?: boolean;
-  };
-  try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: {
-        node: { type: 'string', multiple: true },
-        tables: { type: 'string' },
-        'dry-run': { type: 'boolean', default: false },
-        json: { type: 'boolean', default: false },
-        'chunk-rows': { type: 'string' },
-        'meta-schema': { type: 'string' },
-        'version-column': { type: 'string' },
-        'progress-interval': { type: 'string' },
-        quiet: { type: 'boolean', default: false },
-        help: { type: 'boolean', short: 'h' },
-      },
-      allowPositionals: false,
-    }));
-  } catch (e) {
-    console.error(`lww-sink sync: ${(e as Error).message}\n\n${HELP}`);
-    return 2;
-  }
-  if (values.help) {
-    console.log(HELP);
-    return 0;
-  }
+  const parsed = parseCommandArgs('sync', HELP, argv, {
+    node: { type: 'string', multiple: true },
+    tables: { type: 'string' },
+    'dry-run': { type: 'boolean', default: false },
+    json: { type: 'boolean', default: false },
+    'chunk-rows': { type: 'string' },
+    'meta-schema': { type: 'string' },
+    'version-column': { type: 'string' },
+    'progress-interval': { type: 'string' },
+    quiet: { type: 'boolean', default: false },
+  });
+  if (!parsed.ok) return parsed.exit;
+  const { values } = parsed;
   const nodes = values.node ?? [];
   const chunkRows = intFlag('chunk-rows', values['chunk-rows'], 2000, 1, 50_000);
   const interval = intFlag('progress-interval', values['progress-interval'], 2, 0, 86_400);
@@ -88,7 +65,7 @@ export async function run(argv: string[]): Promise<number> {
     .filter(Boolean);
   const problems = [
     nodes.length < 2 ? `give at least two --node URLs (got ${nodes.length})` : '',
-    ...nodes.map((u) => (/^(mysql|mariadb):\/\//.test(u) ? '' : `--node must be a mysql:// URL (got "${u.replace(/:[^:@/]*@/, ':***@')}")`)),
+    ...nodes.map((u) => urlProblem('node', u)),
     new Set(nodes).size !== nodes.length ? 'the same --node is given twice' : '',
     typeof chunkRows === 'string' ? chunkRows : '',
     typeof interval === 'string' ? interval : '',
@@ -100,6 +77,7 @@ export async function run(argv: string[]): Promise<number> {
     return 2;
   }
   const showProgress = !values.quiet && interval !== 0;
+  const release = values['dry-run'] ? () => {} : announceInterrupt('sync', 'every chunk merged so far is committed (LWW merges, safe to repeat)');
   try {
     const report = await syncNodes({
       nodes,
@@ -114,8 +92,9 @@ export async function run(argv: string[]): Promise<number> {
     console.log(values.json ? syncReportToJson(report) : formatSyncReport(report));
     return 0;
   } catch (e) {
-    const message = e instanceof LwwError || e instanceof Error ? e.message : String(e);
-    console.error(`lww-sink sync: ${message}`);
-    return 1;
+    console.error(`lww-sink sync: ${describeError(e)}`);
+    return exitCodeOf(e);
+  } finally {
+    release();
   }
 }

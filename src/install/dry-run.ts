@@ -1,0 +1,63 @@
+// `install --dry-run`: install runs against a connection that executes reads (the catalog, the
+// registry) and records every other statement instead of running it, so the plan is exactly the
+// SQL install would send. A version column that would be added is shown to the later catalog reads
+// as if it existed, so the triggers and the tombstone table are planned for it.
+import type { Connection } from 'mysql2/promise';
+import { COLUMNS_SQL } from '../sql/introspect.ts';
+import { quoteTable } from '../sql/quote.ts';
+
+export interface PlannedStatement {
+  sql: string;
+  values?: unknown[];
+}
+
+const READ = /^\s*(SELECT|SHOW|DESCRIBE|EXPLAIN|WITH)\b/i;
+// Session-only settings (install's own @lww_apply and sql_mode) change nothing on the server.
+const SESSION = /^\s*SET\s+(@|SESSION\b)/i;
+
+function addedColumn(planned: readonly PlannedStatement[], schema: string, table: string): string | undefined {
+  const prefix = `ALTER TABLE ${quoteTable(schema, table)} ADD COLUMN \``;
+  const stmt = planned.find((p) => p.sql.startsWith(prefix));
+  if (!stmt) return undefined;
+  const rest = stmt.sql.slice(prefix.length);
+  return rest.slice(0, rest.indexOf('` BIGINT')).replaceAll('``', '`');
+}
+
+/** A view of `conn` that runs reads and appends every write to `planned` instead. */
+export function recordingConnection(conn: Connection, planned: PlannedStatement[]): Connection {
+  const query = async (sql: string | { sql: string }, values?: unknown[]) => {
+    const text = typeof sql === 'string' ? sql : sql.sql;
+    if (READ.test(text) || SESSION.test(text)) {
+      const result = await conn.query(text, values);
+      if (text === COLUMNS_SQL && Array.isArray(values)) {
+        const column = addedColumn(planned, String(values[0]), String(values[1]));
+        const rows = result[0] as unknown as Record<string, unknown>[];
+        if (column && !rows.some((r) => r.name === column)) {
+          rows.push({ name: column, dataType: 'bigint', columnType: 'bigint unsigned', nullable: 'NO', extra: 'INVISIBLE', generation: '', charset: null, collation: null });
+        }
+      }
+      return result;
+    }
+    planned.push(values === undefined ? { sql: text } : { sql: text, values });
+    return [{ affectedRows: 0, changedRows: 0, insertId: 0, warningStatus: 0, info: '', fieldCount: 0, serverStatus: 0 }, undefined];
+  };
+  return new Proxy(conn, {
+    get(target, prop, receiver) {
+      if (prop === 'query' || prop === 'execute') return query;
+      const v = Reflect.get(target, prop, receiver);
+      return typeof v === 'function' ? v.bind(target) : v;
+    },
+  });
+}
+
+/** The plan as SQL an operator can read or feed to the mysql client (values inlined, `;;` as delimiter). */
+export function formatPlan(conn: Connection, planned: readonly PlannedStatement[]): string {
+  if (planned.length === 0) return '-- nothing to do: every table is installed as asked';
+  const lines = ['-- install --dry-run: nothing was changed; install would run these statements, in order', 'DELIMITER ;;'];
+  for (const p of planned) {
+    if (/^\s*UPDATE\b[\s\S]*\bLIMIT\b/i.test(p.sql)) lines.push('-- repeated until it changes no row');
+    lines.push(`${p.values === undefined ? p.sql : conn.format(p.sql, p.values)};;`);
+  }
+  lines.push('DELIMITER ;');
+  return lines.join('\n');
+}
