@@ -52,8 +52,19 @@ const ACCEPTS: Record<string, { nodes?: 'node' | 'url'; flags: Array<'tables' | 
 };
 const FLAG_OF = { tables: 'tables', schema: 'schema', metaSchema: 'meta-schema', versionColumn: 'version-column' } as const;
 
-function problemText(issues: readonly z.core.$ZodIssue[]): string {
-  return issues.map((i) => `${i.path.length > 0 ? i.path.map((p) => (typeof p === 'number' ? `[${p}]` : `.${String(p)}`)).join('').replace(/^\./, '') : '(top level)'}: ${i.message}`).join('; ');
+function problemText(issues: readonly z.core.$ZodIssue[], prefix: readonly PropertyKey[] = []): string {
+  return issues
+    .map((i) => {
+      const path = [...prefix, ...i.path];
+      // A node is a URL string or an object: report the object's own problems, not "invalid input".
+      if (i.code === 'invalid_union') {
+        const branch = i.errors.find((b) => b.some((e) => e.path.length > 0));
+        if (branch) return problemText(branch, path);
+      }
+      const where = path.map((p) => (typeof p === 'number' ? `[${p}]` : `.${String(p)}`)).join('').replace(/^\./, '');
+      return `${where || '(top level)'}: ${i.message}`;
+    })
+    .join('; ');
 }
 
 /** Reads and validates a config file; errors name the file and the field. */

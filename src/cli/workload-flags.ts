@@ -7,7 +7,9 @@ import type { Engine } from '../servers/index.ts';
 export const workloadFlagOptions = {
   engine: { type: 'string', default: 'mysql' },
   workload: { type: 'string', default: 'hot_keys' },
-  tables: { type: 'string', default: '2' },
+  'table-count': { type: 'string' },
+  /** Deprecated name of --table-count (elsewhere --tables is a list of tables). */
+  tables: { type: 'string' },
   rows: { type: 'string', default: '200' },
   threads: { type: 'string', default: '8' },
   duration: { type: 'string', default: '2m' },
@@ -22,7 +24,7 @@ export const workloadFlagOptions = {
 
 export const WORKLOAD_HELP = `  --engine mysql|mariadb        servers to start (default mysql)
   --workload KIND               hot_keys | oltp_write_only | oltp_update_non_index (default hot_keys)
-  --tables N --rows N           tables and rows per table (default 2 × 200)
+  --table-count N --rows N      tables and rows per table (default 2 × 200; --tables N is a deprecated name)
   --threads N                   writers per node (default 8)
   --duration D                  e.g. 30s, 2m (default 2m)
   --transactions N              stop each writer after N transactions (or at the duration, if sooner)
@@ -55,6 +57,11 @@ export function parseWorkloadFlags(values: Record<string, unknown>, schema = 'lw
     if (!Number.isFinite(v) || v < min) throw new Error(`--${name} must be a number ≥ ${min} (got ${String(values[name])})`);
     return v;
   };
+  if (values.tables !== undefined) {
+    console.error('lww-sink: --tables N (a count) is deprecated here; use --table-count N (--tables lists tables in other commands)');
+    values = { ...values, 'table-count': values['table-count'] ?? values.tables };
+  }
+  values = { ...values, 'table-count': values['table-count'] ?? '2' };
   const engine = String(values.engine);
   if (engine !== 'mysql' && engine !== 'mariadb') throw new Error(`--engine must be mysql or mariadb (got ${engine})`);
   const kind = String(values.workload);
@@ -69,7 +76,7 @@ export function parseWorkloadFlags(values: Record<string, unknown>, schema = 'lw
     workload: {
       kind: kind as WorkloadKind,
       schema,
-      tables: num('tables'),
+      tables: num('table-count'),
       rowsPerTable: num('rows'),
       threads: num('threads'),
       durationMs,
