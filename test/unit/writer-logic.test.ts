@@ -126,7 +126,7 @@ describe('failpoints', () => {
     expect(fp.on('mysqlSinkBypassLWW')).toBe(false);
     const none = new Failpoints('');
     expect(none.enabled).toBe(false);
-    expect(Failpoints.fromEnv({ LWW_FAILPOINTS: 'mysqlSinkBypassLWW=return(true)' }).on('mysqlSinkBypassLWW')).toBe(true);
+    expect(Failpoints.fromEnv({ LWW_FAILPOINTS_ENABLE: '1', LWW_FAILPOINTS: 'mysqlSinkBypassLWW=return(true)' }).on('mysqlSinkBypassLWW')).toBe(true);
   });
 });
 
