@@ -19,12 +19,12 @@ describeEachEngine('lww-sink replicate (command)', 2, (ctx) => {
     const urls = ctx.servers.map((s) => s.url);
     const conns = await setupNodes(urls, 'cli', ['CREATE TABLE {{db}}.t (id INT PRIMARY KEY, v INT NOT NULL)'], ['t']);
     const port = await freePort();
-    const p = spawnCli(['replicate', '--node', urls[0]!, '--node', urls[1]!, '--json', '--status-interval', '1', '--metrics-port', String(port)]);
+    const p = spawnCli(['replicate', '--node', urls[0]!, '--node', urls[1]!, '--json', '--progress-interval', '1', '--metrics-addr', `127.0.0.1:${port}`]);
     const lastStatus = () =>
       p
         .output()
         .split('\n')
-        .filter((l) => l.startsWith('{'))
+        .filter((l) => l.startsWith('{') && l.includes('"directions"')) // log lines are JSON too (stderr is not a terminal)
         .map((l) => JSON.parse(l) as { directions: Array<{ name: string; state: string; lagBytes?: number; sink: { totals: { inserted: number } } }> })
         .pop();
     try {
@@ -34,7 +34,7 @@ describeEachEngine('lww-sink replicate (command)', 2, (ctx) => {
       const status = await eventually('a status line with the applied rows', async () => lastStatus(), (s) => s?.directions.find((d) => d.name === 'n1→n2')?.sink.totals.inserted === 2);
       expect(status!.directions.map((d) => d.state)).toEqual(['streaming', 'streaming']);
       const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-      expect(metrics).toMatch(/lww_applied_rows\{direction="n1→n2"\} 2/);
+      expect(metrics).toMatch(/lww_applied_rows_total\{direction="n1→n2"\} 2/);
       expect(metrics).toMatch(/lww_lag_bytes\{direction="n2→n1"\} \d+/);
       p.child.kill('SIGTERM');
       expect(await p.exited).toBe(0);
@@ -45,14 +45,14 @@ describeEachEngine('lww-sink replicate (command)', 2, (ctx) => {
     }
   });
 
-  it('exits 2 with usage on bad flags and 1 with a clear message when a node is not installed', async () => {
+  it('exits 2 with usage on bad flags and 4 with a clear message when a node is not installed', async () => {
     const bad = spawnCli(['replicate', '--node', ctx.servers[0]!.url]);
     expect(await bad.exited).toBe(2);
     expect(bad.output()).toMatch(/at least two --node/);
     const conns = await setupNodes(ctx.servers.map((s) => s.url), 'cli2', ['CREATE TABLE {{db}}.t (id INT PRIMARY KEY)'], ['t']);
     await conns[1]!.query('DROP DATABASE lww_meta');
     const notInstalled = spawnCli(['replicate', '--node', ctx.servers[0]!.url, '--node', ctx.servers[1]!.url]);
-    expect(await notInstalled.exited).toBe(1);
+    expect(await notInstalled.exited).toBe(4);
     expect(notInstalled.output()).toMatch(/is not installed/);
     for (const c of conns) await c.end();
   });
