@@ -218,7 +218,7 @@ describeEachEngine('state check', 2, (ctx) => {
     expect(report.tables[0]!.chunks).toBe(21);
   });
 
-  it('the check command exits 0 when identical, 1 on differences, 2 when it cannot run', async () => {
+  it('the check command exits 0 when identical, 1 on differences, 2 on bad flags, 3 when a node cannot be reached', async () => {
     const db = 'chk_cli';
     await twoNodes(db);
     await onBoth(fillSql(db, 't', 50, STANDARD_FILL));
@@ -233,7 +233,7 @@ describeEachEngine('state check', 2, (ctx) => {
 
       await conns[1]!.query(`UPDATE ${quoteTable(db, 't')} SET v = 'drift' WHERE id = 7`);
       out.length = 0;
-      expect(await runCheck([...nodes, '--tables', `${db}.t`, '--chunk-size', '10'])).toBe(1);
+      expect(await runCheck([...nodes, '--tables', `${db}.t`, '--chunk-rows', '10'])).toBe(1);
       expect(out.join('\n')).toMatch(/id=7 +row @7169 v="value-7" +B: row @7169 v="drift" +value_mismatch +none/);
       out.length = 0;
       expect(await runCheck([...nodes, '--tables', `${db}.t`, '--json'])).toBe(1);
@@ -241,11 +241,11 @@ describeEachEngine('state check', 2, (ctx) => {
       expect(json.tables[0].findings[0]).toMatchObject({ key: { id: '7' }, class: 'value_mismatch', states: [{ version: '7169' }, { version: '7169' }] });
 
       expect(await runCheck(['--node', urls[0]!])).toBe(2);
-      expect(await runCheck([...nodes, '--chunk-size', 'lots'])).toBe(2);
+      expect(await runCheck([...nodes, '--chunk-rows', 'lots'])).toBe(2);
       expect(await runCheck([...nodes, '--bogus'])).toBe(2);
       expect(await runCheck([...nodes, '--tables', 'no_dot'])).toBe(2);
       err.length = 0;
-      expect(await runCheck(['--node', urls[0]!, '--node', 'mysql://root:secret@127.0.0.1:1/'])).toBe(2);
+      expect(await runCheck(['--node', urls[0]!, '--node', 'mysql://root:secret@127.0.0.1:1/'])).toBe(3); // connection
       expect(err.join('\n')).toMatch(/node B \(mysql:\/\/root:\*\*\*@127\.0\.0\.1:1\/\): cannot connect: .*ECONNREFUSED/);
       expect(err.join('\n')).not.toContain('secret');
     } finally {

@@ -210,7 +210,7 @@ describeEachEngine('initial copy on first start', 2, (ctx) => {
     await a.query(`INSERT INTO ${DB}.items (id, v, n, _lww_ts) SELECT n, CONCAT('a-', n), n, ((CAST(? AS UNSIGNED) + n * 8) << 10) | 1 FROM ${numbers(rows)}`, [BASE_US.toString()]);
     await a.query('SET @lww_apply = NULL');
     const replicate = () => {
-      const p = spawnCli(['replicate', '--node', urls[0]!, '--node', urls[1]!, '--status-interval', '0']);
+      const p = spawnCli(['replicate', '--node', urls[0]!, '--node', urls[1]!, '--progress-interval', '0']);
       procs.push(p);
       return p;
     };

@@ -18,7 +18,7 @@ describeEachEngine('replicator killed with SIGKILL mid-stream', 2, (ctx) => {
     const urls = ctx.servers.map((s) => s.url);
     const conns = await setupNodes(urls, 'crash', DDL, ['events']);
     const replicate = () => {
-      const p = spawnCli(['replicate', '--node', urls[0]!, '--node', urls[1]!, '--status-interval', '0', '--batch-rows', '64']);
+      const p = spawnCli(['replicate', '--node', urls[0]!, '--node', urls[1]!, '--progress-interval', '0', '--batch-rows', '64']);
       procs.push(p);
       return p;
     };
