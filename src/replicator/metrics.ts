@@ -21,7 +21,7 @@ export interface OpsServerOptions {
 export interface OpsServer {
   /** The bound address (port 0 picks a free one). */
   address: AddressInfo;
-  /** Serve this replicator (before: /healthz answers 503 "starting", /status {}). */
+  /** Serve this replicator (before: /healthz answers 503 and /status { state: 'starting' }). */
   attach(replicator: Replicator): void;
   close(): Promise<void>;
 }
@@ -109,7 +109,8 @@ export async function serveOps(options: OpsServerOptions): Promise<OpsServer> {
         res.writeHead(200, { 'content-type': registry.contentType }).end(await registry.metrics());
       } else if (path === '/status') {
         const status = await refresh();
-        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(status ? statusDocument(status, options.failpoints) : {}, bigintSafe));
+        const body = status ? statusDocument(status, options.failpoints) : { state: 'starting', failpoints: options.failpoints?.list() ?? [] };
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body, bigintSafe));
       } else if (path === '/healthz') {
         const status = await refresh();
         const bad = status ? status.directions.filter((d) => !HEALTHY.has(d.state)) : [];
