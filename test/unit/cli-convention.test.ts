@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { applyConfig, splitNodeList } from '../../src/cli/config.ts';
 import { parseWorkloadFlags, workloadFlagOptions } from '../../src/cli/workload-flags.ts';
-import { CLI_NODE_ARGS } from '../../src/harness/replicator-process.ts';
+import { CLI_NODE_ARGS, ReplicatorProcess } from '../../src/harness/replicator-process.ts';
 import { parseArgs } from 'node:util';
 
 function cli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number; stdout: string; stderr: string }> {
@@ -98,6 +98,20 @@ describe('lww-sink conventions', () => {
 });
 
 describe('nodes from a config file and the environment', () => {
+  it('the harness hands its replicator child the node URLs through the environment, never argv', async () => {
+    const logs: string[] = [];
+    const nodes = [`mysql://app:pw-not-shown@127.0.0.1:${closedPort}/`, `mysql://app:pw-not-shown@localhost:${closedPort}/`];
+    const p = new ReplicatorProcess({ nodes, onLog: (l) => logs.push(l) });
+    p.start();
+    const child = Reflect.get(p, 'child') as { spawnargs: string[] };
+    const exited = Reflect.get(p, 'exit') as Promise<number | null>;
+    expect(child.spawnargs.join(' ')).not.toContain('pw-not-shown');
+    const code = await exited;
+    expect(code).toBe(3); // it did read the nodes (from LWW_NODES) and could not reach them
+    expect(logs.join('\n')).toContain('app:***@127.0.0.1');
+    expect(logs.join('\n')).not.toContain('pw-not-shown');
+  });
+
   it('turns config nodes (password from a variable) into --node values; command-line flags win', async () => {
     const file = join(dir, 'nodes.json');
     await writeFile(
