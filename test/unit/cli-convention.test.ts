@@ -59,13 +59,15 @@ describe('lww-sink conventions', () => {
       cli(['replicate', '--progress-interval', 'soon', '--node', down, '--node', down]),
       cli(['audit', '--node', down]),
       cli(['install', '--url', down]),
+      cli(['check', '--log-format', 'yaml', '--node', down, '--node', down2]),
+      cli(['check', '--node', down, '--node', down2], { LOG_LEVEL: 'loud' }),
       cli(['check', '--node', down, '--node', down]),
       cli(['audit', '--node', down, '--node', down, '--since', '2026-01-01T00:00:00Z']),
       cli(['sync', '--node', down, '--node', down2, '--quiet']),
       cli(['replicate', '--node', down, '--node', down]),
       cli(['install', '--url', down, '--node-id', '1', '--schema', 'shop']),
     ]);
-    expect(runs.map((r) => r.code)).toEqual([2, 2, 2, 2, 2, 3, 3, 3, 3, 3]);
+    expect(runs.map((r) => r.code)).toEqual([2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3]);
     for (const r of runs) expect(r.stdout + r.stderr).not.toContain('pw-not-shown');
   });
 
@@ -94,6 +96,23 @@ describe('lww-sink conventions', () => {
     expect(r.code).toBe(3);
     const { values } = parseArgs({ args: ['--tables', '3'], options: workloadFlagOptions });
     expect(parseWorkloadFlags(values).workload.tables).toBe(3);
+  });
+});
+
+describe('Ctrl-C', () => {
+  it('during install or sync says what stays and to rerun, and exits 130', async () => {
+    const interrupt = new URL('../../src/cli/interrupt.ts', import.meta.url).pathname;
+    const script = `import { announceInterrupt } from '${interrupt}'; announceInterrupt('sync', 'every chunk merged so far is committed'); console.log('ready'); setInterval(() => {}, 1000);`;
+    const child = execFile(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script]);
+    let stderr = '';
+    child.stderr!.on('data', (d) => {
+      stderr += String(d);
+    });
+    await new Promise<void>((resolve) => child.stdout!.once('data', () => resolve()));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+    child.kill('SIGINT');
+    expect(await exited).toBe(130);
+    expect(stderr).toBe('lww-sink sync: interrupted (SIGINT); every chunk merged so far is committed; rerun to finish\n');
   });
 });
 
