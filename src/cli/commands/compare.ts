@@ -25,5 +25,6 @@ export async function run(argv: string[]): Promise<number> {
   if (values.report) writeFileSync(values.report, comparisonMarkdown(c, title));
   if (values.json) console.log(toJson({ title, rows: c.rows, lww: c.lww, replace: c.replace }, 2));
   else console.log(`\n${title}\n\n${formatComparison(c.rows)}`);
-  return 0;
+  // REPLACE is expected to diverge; the LWW run not converging is a finding (exit 1).
+  return c.lww.converged ? 0 : 1;
 }
