@@ -2,8 +2,6 @@
 // Add a command with one line in `commands` (its module exports `run(argv)`, returning the exit
 // code). Summaries live here so `--help` loads no command module (and no driver): it starts fast.
 import { readFileSync } from 'node:fs';
-import { levelFromEnv, LOG_LEVELS } from '../log/logger.ts';
-import { applyConfig, takeFlag } from './config.ts';
 import { describeError, EXIT, EXIT_CODE_HELP, exitCodeOf, GLOBAL_HELP } from './exit-codes.ts';
 import { InvalidOptionsError } from '../errors.ts';
 import { redactSecrets } from '../db/url.ts';
@@ -66,6 +64,8 @@ async function main(argv: string[]): Promise<number> {
   }
   let args: string[];
   try {
+    // Loaded only when a command runs (pino, zod): --help and --version stay fast.
+    const [{ levelFromEnv, LOG_LEVELS }, { applyConfig, takeFlag }] = await Promise.all([import('../log/logger.ts'), import('./config.ts')]);
     const format = takeFlag(rest, 'log-format');
     if (format.value !== undefined && format.value !== 'json' && format.value !== 'text') {
       throw new InvalidOptionsError(`--log-format must be json or text (got "${format.value}")`);
