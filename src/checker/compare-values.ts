@@ -1,6 +1,7 @@
-// The JS side of the state check: canonical text of fetched values (the same rules the checksum
-// SQL applies on the servers, see src/sql/checksum.ts), a key's state on one node, and the
-// classification of two states with the node LWW says should win. Pure functions.
+// Comparing states: a key's state on one node (row, with any tombstone that says it is deleted;
+// tombstone; absent), the classification of two states with the node LWW says should win, and the
+// canonical text of values decoded from the binlog, which the history audit compares (the state
+// check reads exact text from the servers instead, see src/sql/checksum.ts). Pure functions.
 import { BigNumber } from 'bignumber.js';
 import type { FindingClass, NodeState } from './report.ts';
 
