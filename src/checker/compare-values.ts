@@ -1,6 +1,7 @@
-// The JS side of the state check: canonical text of fetched values (the same rules the checksum
-// SQL applies on the servers, see src/sql/checksum.ts), a key's state on one node, and the
-// classification of two states with the node LWW says should win. Pure functions.
+// Comparing states: a key's state on one node (row, with any tombstone that says it is deleted;
+// tombstone; absent), the classification of two states with the node LWW says should win, and the
+// canonical text of values decoded from the binlog, which the history audit compares (the state
+// check reads exact text from the servers instead, see src/sql/checksum.ts). Pure functions.
 import { BigNumber } from 'bignumber.js';
 import type { FindingClass, NodeState } from './report.ts';
 
@@ -174,13 +175,22 @@ export function canonicalValue(col: ValueColumn, value: unknown): string | null 
 }
 
 /**
- * A key's effective state on one node from its row and its tombstone: the higher version wins,
- * a tombstone wins a tie (the sink skips a write whose version a tombstone already has).
+ * A key's state on one node from its row and its tombstone. A row is what applications see, so it is
+ * the state whatever tombstone sits beside it; a tombstone at or above the row's version (LWW says
+ * the row is deleted) is kept with it as `tombstone`. Without a row, the tombstone (or nothing).
  */
 export function effectiveState(row: { version: bigint; values: Record<string, string | null> } | undefined, tombstone: bigint | undefined): NodeState {
-  if (row && (tombstone === undefined || row.version > tombstone)) return { kind: 'row', version: row.version, values: row.values };
+  if (row) {
+    if (tombstone !== undefined && tombstone >= row.version) return { kind: 'row', version: row.version, values: row.values, tombstone };
+    return { kind: 'row', version: row.version, values: row.values };
+  }
   if (tombstone !== undefined) return { kind: 'tombstone', version: tombstone };
   return { kind: 'absent' };
+}
+
+/** A row shown to applications although an equal or newer tombstone says it is deleted. */
+export function underTombstone(s: NodeState): boolean {
+  return s.kind === 'row' && s.tombstone !== undefined;
 }
 
 function sameValues(a: Record<string, string | null>, b: Record<string, string | null>): boolean {
@@ -192,15 +202,25 @@ function sameValues(a: Record<string, string | null>, b: Record<string, string |
 export function sameState(a: NodeState, b: NodeState): boolean {
   if (a.kind !== b.kind) return false;
   if (a.kind === 'absent') return true;
+  if (a.kind === 'chunk' || b.kind === 'chunk') return false;
   if (a.version !== (b as { version: bigint }).version) return false;
-  return a.kind === 'row' && b.kind === 'row' ? sameValues(a.values, b.values) : true;
+  if (a.kind === 'row' && b.kind === 'row') return a.tombstone === b.tombstone && sameValues(a.values, b.values);
+  return true;
+}
+
+/** Whether a pair of states is a finding: they differ, or either shows a row LWW says is deleted. */
+export function isFinding(a: NodeState, b: NodeState): boolean {
+  return !sameState(a, b) || underTombstone(a) || underTombstone(b);
 }
 
 /**
- * The class of a difference, seen from the reference node `a`: `missing_row` when the other node
- * lacks a row the reference has, `extra_row` when it has one the reference lacks.
+ * The class of a difference, seen from the reference node `a`: `row_under_tombstone` when either
+ * node shows a row under an equal or newer tombstone, `missing_row` when the other node lacks a row
+ * the reference has, `extra_row` when it has one the reference lacks.
  */
 export function classify(a: NodeState, b: NodeState): FindingClass {
+  if (a.kind === 'chunk' || b.kind === 'chunk') return 'unexplained_chunk';
+  if (underTombstone(a) || underTombstone(b)) return 'row_under_tombstone';
   if (a.kind === 'row' && b.kind === 'row') return a.version === b.version ? 'value_mismatch' : 'version_mismatch';
   if (a.kind === 'row' && b.kind === 'absent') return 'missing_row';
   if (a.kind === 'absent' && b.kind === 'row') return 'extra_row';
@@ -208,20 +228,24 @@ export function classify(a: NodeState, b: NodeState): FindingClass {
   return 'tombstone_mismatch';
 }
 
+/** What LWW makes of a state: the higher of row and tombstone (a tombstone wins a tie). */
 function rank(s: NodeState): [bigint, number] {
-  if (s.kind === 'absent') return [-1n, 0];
+  if (s.kind === 'absent' || s.kind === 'chunk') return [-1n, 0];
+  if (s.kind === 'row' && s.tombstone !== undefined) return [s.tombstone, 1];
   return [s.version, s.kind === 'tombstone' ? 1 : 0];
 }
 
 /**
  * Which side LWW says should win: the higher version (absent loses; a tombstone beats a row of the
- * same version). 'a' or 'b'; null when both hold the same version of the same kind (LWW cannot tell).
+ * same version; a row under a tombstone counts as that tombstone, and loses a tie to a node that does
+ * not show the row). 'a' or 'b'; null when both hold the same (LWW cannot tell them apart).
  */
 export function lwwWinner(a: NodeState, b: NodeState): 'a' | 'b' | null {
   const [va, ka] = rank(a);
   const [vb, kb] = rank(b);
   if (va !== vb) return va > vb ? 'a' : 'b';
   if (ka !== kb) return ka > kb ? 'a' : 'b';
+  if (underTombstone(a) !== underTombstone(b)) return underTombstone(a) ? 'b' : 'a';
   return null;
 }
 

@@ -11,7 +11,7 @@ export {
   stateReportToJson,
   type TableStateReport,
 } from './report.ts';
-export { canonicalJson, canonicalValue, classify, effectiveState, lwwWinner } from './compare-values.ts';
+export { canonicalJson, canonicalValue, classify, effectiveState, isFinding, lwwWinner, underTombstone } from './compare-values.ts';
 // The history audit (did replication keep the LWW rules over a binlog window?).
 export { type AuditOptions, auditHistory, positionAtTime } from './audit.ts';
 export {

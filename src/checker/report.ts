@@ -1,19 +1,37 @@
 // What the state check reports, and its two renderings: a human table and JSON (versions as strings).
 import { clip, reportToJson, shown } from './format.ts';
 
-/** A key's state on one node. `values` holds the canonical text of every column but the key and version. */
+/**
+ * A key's state on one node. `values` holds the exact text of every column but the key and version
+ * (large values longer than 4 KiB as `sha256:<digest> (<n> bytes)`); `tombstone` is set when an
+ * equal or newer tombstone sits beside a row the node still shows. `chunk` is a whole key range of an
+ * `unexplained_chunk` finding: its row count and checksum on that node.
+ */
 export type NodeState =
-  | { kind: 'row'; version: bigint; values: Record<string, string | null> }
+  | { kind: 'row'; version: bigint; values: Record<string, string | null>; tombstone?: bigint }
   | { kind: 'tombstone'; version: bigint }
-  | { kind: 'absent' };
+  | { kind: 'absent' }
+  | { kind: 'chunk'; rows: number; checksum: string; /** A range has no version. */ version?: never };
 
-export const FINDING_CLASSES = ['missing_row', 'extra_row', 'value_mismatch', 'version_mismatch', 'tombstone_vs_row', 'tombstone_mismatch'] as const;
+export const FINDING_CLASSES = [
+  'missing_row',
+  'extra_row',
+  'value_mismatch',
+  'version_mismatch',
+  'tombstone_vs_row',
+  'tombstone_mismatch',
+  'row_under_tombstone',
+  'unexplained_chunk',
+] as const;
 
 /**
  * Seen from the reference node (the first): `missing_row` the other node lacks the reference's row,
  * `extra_row` it has a row the reference lacks, `value_mismatch` same version with other values,
  * `version_mismatch` rows of different versions, `tombstone_vs_row` a row on one side and a
- * tombstone on the other, `tombstone_mismatch` tombstones of different versions (or one missing).
+ * tombstone on the other, `tombstone_mismatch` tombstones of different versions (or one missing),
+ * `row_under_tombstone` a node shows a row although an equal or newer tombstone says it is deleted
+ * (whatever the other node holds), `unexplained_chunk` a key range whose checksums differ (twice)
+ * while its rows compare equal: never forgiven, the check cannot vouch for it.
  */
 export type FindingClass = (typeof FINDING_CLASSES)[number];
 
@@ -86,9 +104,11 @@ export function stateReportToJson(report: StateReport, indent = 2): string {
 function describeState(state: NodeState, onlyColumns?: readonly string[]): string {
   if (state.kind === 'absent') return 'absent';
   if (state.kind === 'tombstone') return `tombstone @${state.version}`;
+  if (state.kind === 'chunk') return `${state.rows} row(s), checksum ${state.checksum}`;
   const columns = onlyColumns ?? Object.keys(state.values);
   const values = columns.map((c) => `${c}=${shown(state.values[c] ?? null)}`).join(', ');
-  return clip(`row @${state.version}${values ? ` ${values}` : ''}`);
+  const under = state.tombstone === undefined ? '' : ` under tombstone @${state.tombstone}`;
+  return clip(`row @${state.version}${under}${values ? ` ${values}` : ''}`);
 }
 
 /** Columns whose values differ between two rows; undefined unless both states are rows. */
@@ -96,6 +116,12 @@ function differingColumns(a: NodeState, b: NodeState): string[] | undefined {
   if (a.kind !== 'row' || b.kind !== 'row') return undefined;
   const columns = [...new Set([...Object.keys(a.values), ...Object.keys(b.values)])];
   return columns.filter((c) => a.values[c] !== b.values[c]);
+}
+
+function winnerText(f: StateFinding): string {
+  if (f.winner !== null) return nodeLabel(f.winner);
+  if (f.class === 'row_under_tombstone') return 'the tombstone (delete the row)';
+  return f.class === 'unexplained_chunk' ? 'unknown' : 'none (same version)';
 }
 
 function table(rows: string[][]): string {
@@ -149,7 +175,7 @@ export function formatStateReport(report: StateReport): string {
         describeState(f.states[0], only),
         `${nodeLabel(f.nodes[1])}: ${describeState(f.states[1], only)}`,
         f.class,
-        f.winner === null ? 'none (same version)' : nodeLabel(f.winner),
+        winnerText(f),
       ]);
     }
     out.push(

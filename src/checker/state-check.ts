@@ -1,9 +1,13 @@
-// The state check: are the nodes identical now? Table by table, in primary-key order, in chunks
-// whose boundaries come from the first node (keyset, open-ended at both ends so keys that exist only
-// on another node are covered). Every chunk's checksum is computed on the servers; rows are fetched
-// only for chunks whose checksums differ, then compared in JS with the same normalization. The
-// tombstone tables are compared the same way; each differing key is reported with its state on both
-// sides (row, tombstone or absent), a class, and the node LWW says should win.
+// The state check: are the nodes identical now? Table by table (the union of every node's registry;
+// registry differences fail the check), in primary-key order, in chunks whose boundaries come from
+// the first node (keyset, open-ended at both ends so keys that exist only on another node are
+// covered). Every chunk's checksum is computed on the servers from each column's exact value; rows
+// are fetched only for chunks whose checksums differ, read as the same exact per-column text, and
+// compared in JS. A differing chunk whose rows compare equal (twice) is an `unexplained_chunk`
+// finding, never forgiven. The tombstone tables are compared the same way, and each tombstone chunk
+// is joined with its table on every node to find rows still shown under an equal or newer tombstone.
+// Each differing key is reported with its state on both sides (row, tombstone or absent), a class,
+// and the node LWW says should win.
 import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { connect, redactUrl } from '../db/connection.ts';
 import { InvalidOptionsError, LwwError, UnknownTableError } from '../errors.ts';
@@ -14,21 +18,26 @@ import {
   chunkBoundarySql,
   chunkChecksumSql,
   chunkRowsSql,
+  coveredRowsSql,
   type KeyColumn,
+  keyParamAlias,
   keyRangeParams,
   MARIADB_JSON_CHECKS_SQL,
-  rowsByKeySql,
+  termAlias,
+  termRowsByKeySql,
+  VERSION_ALIAS,
 } from '../sql/checksum.ts';
+import { bindKeyValue } from '../sql/column-read.ts';
 import { type Logger, silentLogger } from '../writer/options.ts';
 import { loadTableMeta } from '../writer/table-metadata.ts';
-import { canonicalValue, classify, compareKeys, effectiveState, keyParam, lwwWinner, sameState, type ValueColumn } from './compare-values.ts';
-import { emptyCounts, findingCount, nodeLabel, type StateReport, type TableStateReport } from './report.ts';
+import { classify, compareKeys, effectiveState, isFinding, lwwWinner, type ValueColumn } from './compare-values.ts';
+import { emptyCounts, findingCount, type NodeState, nodeLabel, type StateFinding, type StateReport, type TableStateReport } from './report.ts';
 import { type RegisteredTable, readRegisteredTables } from './registry.ts';
 
 export interface CheckStateOptions {
   /** Connection URLs of the nodes, at least two; every node is compared with the first. */
   nodes: string[];
-  /** `schema.table` names; default: every table registered in `<metaSchema>.tables` on the first node. */
+  /** `schema.table` names; default: every table registered in `<metaSchema>.tables` on any node. */
   tables?: string[];
   metaSchema?: string;
   /** Version column of tables not registered in `<metaSchema>.tables`. */
@@ -71,19 +80,22 @@ interface NodeSession {
   url: string;
   conn: Connection;
   mariadb: boolean;
-  /** JSON_NORMALIZE exists (MariaDB >= 10.7). */
-  jsonNormalize: boolean;
 }
 
-type TableEntry = RegisteredTable;
+interface TableEntry extends RegisteredTable {
+  /** How the nodes' registries disagree about this table (each fails the check). */
+  registryDifferences: string[];
+}
 
 /** One table (data or tombstone) as compared on every node. */
 interface Side {
   target: ChunkTarget;
   /** Per node: undefined when the table does not exist there (compared as empty). */
   columns: Array<ValueColumn[] | undefined>;
-  /** Common column names in the first node's order (what is read and checksummed). */
+  /** Common column names in the first node's order (what is checksummed). */
   names: string[];
+  /** The names read as terms (all but the version column), in this order (termAlias). */
+  termNames: string[];
   keyNames: string[];
   valueNames: string[];
   versionColumn: string;
@@ -103,6 +115,12 @@ type RowMap = Map<string, FetchedRow>;
 interface Checksum {
   text: string;
   count: number;
+}
+
+/** A key range (lower, upper] as bound values; undefined = open. */
+interface Range {
+  lo: unknown[] | undefined;
+  hi: unknown[] | undefined;
 }
 
 interface TableStats {
@@ -172,31 +190,55 @@ class StateChecker {
     }
   }
 
+  /**
+   * The tables to check: the named ones, else the union of every node's registry. Either way, a
+   * table registered on some nodes but not others, or registered differently, is a difference.
+   */
   async resolveTables(names: string[] | undefined): Promise<TableEntry[]> {
-    let registered: TableEntry[] | undefined;
-    try {
-      registered = await readRegisteredTables(this.sessions[0]!.conn, this.metaSchema);
-    } catch (err) {
-      throw new CheckerNodeError(0, this.sessions[0]!.url, describeError(err), { cause: err });
-    }
-    if (names === undefined) {
-      if (!registered || registered.length === 0) {
-        throw new InvalidOptionsError(
-          `no tables are registered in ${this.metaSchema}.tables on node A (run install, or name the tables to check with --tables schema.table,...)`,
-        );
-      }
-      return registered;
-    }
-    return names.map((name) => {
-      const { schema, table } = parseTableName(name);
-      return (
-        registered?.find((r) => r.schema === schema && r.table === table) ?? {
-          schema,
-          table,
-          tombstoneTable: tombstoneTableName(schema, table),
-          versionColumn: this.versionColumn,
+    const registries = await Promise.all(
+      this.sessions.map(async (s) => {
+        try {
+          return await readRegisteredTables(s.conn, this.metaSchema);
+        } catch (err) {
+          throw new CheckerNodeError(s.index, s.url, describeError(err), { cause: err });
         }
+      }),
+    );
+    const wanted =
+      names?.map(parseTableName) ??
+      [...new Map(registries.flatMap((r) => r ?? []).map((r) => [`${r.schema}.${r.table}`, { schema: r.schema, table: r.table }])).values()].sort(
+        (x, y) => (x.schema === y.schema ? (x.table < y.table ? -1 : 1) : x.schema < y.schema ? -1 : 1),
       );
+    if (wanted.length === 0) {
+      throw new InvalidOptionsError(
+        `no tables are registered in ${this.metaSchema}.tables on any node (run install, or name the tables to check with --tables schema.table,...)`,
+      );
+    }
+    return wanted.map(({ schema, table }) => {
+      const perNode = registries.map((r) => r?.find((e) => e.schema === schema && e.table === table));
+      const first = perNode.find(Boolean);
+      const registryDifferences: string[] = [];
+      const registeredOn = perNode.flatMap((e, i) => (e ? [nodeLabel(i)] : []));
+      if (first && registeredOn.length < perNode.length) {
+        const missing = perNode.flatMap((e, i) => (e ? [] : [nodeLabel(i)]));
+        registryDifferences.push(`registered in ${this.metaSchema}.tables on node ${registeredOn.join(', ')} but not on node ${missing.join(', ')}`);
+      }
+      perNode.forEach((e, i) => {
+        if (!e || !first || e === first) return;
+        if (e.tombstoneTable !== first.tombstoneTable || e.versionColumn !== first.versionColumn) {
+          registryDifferences.push(
+            `registered with tombstone table ${first.tombstoneTable} and version column ${first.versionColumn} on node ${registeredOn[0]}` +
+              ` but ${e.tombstoneTable} and ${e.versionColumn} on node ${nodeLabel(i)}`,
+          );
+        }
+      });
+      return {
+        schema,
+        table,
+        tombstoneTable: first?.tombstoneTable ?? tombstoneTableName(schema, table),
+        versionColumn: first?.versionColumn ?? this.versionColumn,
+        registryDifferences,
+      };
     });
   }
 
@@ -239,7 +281,7 @@ class StateChecker {
       counts: emptyCounts(),
       findings: [],
       findingsTruncated: false,
-      schemaDifferences: [],
+      schemaDifferences: entry.registryDifferences.map((d) => `registry: ${d}`),
       notes: [],
     };
     const nodes = this.sessions.map((s) => s.index);
@@ -251,14 +293,11 @@ class StateChecker {
     }
     const metas = described.map((d) => d!);
     const keyNames = metas[0]!.meta.primaryKey;
-    for (const i of nodes.slice(1)) {
-      if (metas[i]!.meta.primaryKey.join('\u0000') !== keyNames.join('\u0000')) {
-        report.schemaDifferences.push(
-          `primary key is (${keyNames.join(', ')}) on node A but (${metas[i]!.meta.primaryKey.join(', ')}) on node ${nodeLabel(i)}`,
-        );
-      }
+    const otherKeys = nodes.slice(1).filter((i) => metas[i]!.meta.primaryKey.join('\u0000') !== keyNames.join('\u0000'));
+    for (const i of otherKeys) {
+      report.schemaDifferences.push(`primary key is (${keyNames.join(', ')}) on node A but (${metas[i]!.meta.primaryKey.join(', ')}) on node ${nodeLabel(i)}`);
     }
-    if (report.schemaDifferences.length > 0) return report;
+    if (otherKeys.length > 0) return report;
     for (const k of keyNames) {
       const col = metas[0]!.columns.find((c) => c.name === k)!;
       if (UNORDERED_KEY_TYPES.has(col.dataType)) {
@@ -281,71 +320,96 @@ class StateChecker {
         )
       : undefined;
 
-    const addFinding = (key: FetchedRow, i: number, a: ReturnType<typeof effectiveState>, b: ReturnType<typeof effectiveState>) => {
-      if (sameState(a, b)) return;
-      const cls = classify(a, b);
-      report.counts[cls]++;
+    const reported = new Set<string>();
+    const push = (finding: Omit<StateFinding, 'table'>) => {
+      report.counts[finding.class]++;
       if (report.findings.length >= this.maxFindings) {
         report.findingsTruncated = true;
         return;
       }
-      const w = lwwWinner(a, b);
-      report.findings.push({ table: name, key: key.key, nodes: [0, i], states: [a, b], class: cls, winner: w === null ? null : w === 'a' ? 0 : i });
+      report.findings.push({ table: name, ...finding });
     };
-
-    const dataStats: TableStats = { chunks: 0, differing: 0 };
-    await this.compareSide(dataSide, dataStats, report, async (maps, differing) => {
-      // Keys whose rows differ between the reference and a node; their tombstones decide the state.
-      const candidates = new Map<string, { row: FetchedRow; pairs: number[] }>();
+    /** Reports the pair (A, node i) for a key once, when it is a finding. */
+    const judge = (key: FetchedRow, i: number, a: NodeState, b: NodeState) => {
+      if (!isFinding(a, b)) return;
+      const id = `${key.keyText}\u0000${i}`;
+      if (reported.has(id)) return;
+      reported.add(id);
+      const w = lwwWinner(a, b);
+      push({ key: key.key, nodes: [0, i], states: [a, b], class: classify(a, b), winner: w === null ? null : w === 'a' ? 0 : i });
+    };
+    const unexplained = (side: Side, range: Range, i: number, a: Checksum, b: Checksum) => {
+      const key: Record<string, string> = {};
+      side.target.key.forEach((c, j) => {
+        key[c.name] = `(${range.lo ? boundText(range.lo[j]) : 'start'}, ${range.hi ? boundText(range.hi[j]) : 'end'}]`;
+      });
+      const states: [NodeState, NodeState] = [
+        { kind: 'chunk', rows: a.count, checksum: a.text },
+        { kind: 'chunk', rows: b.count, checksum: b.text },
+      ];
+      push({ key, nodes: [0, i], states, class: 'unexplained_chunk', winner: null });
+    };
+    /** Judges keys on nodes A and `others` from their rows and tombstones (looked up when not given). */
+    const judgeKeys = async (keys: Map<string, { row: FetchedRow; pairs: number[] }>, others: number[], rows?: Array<RowMap | undefined>, tombs?: Array<RowMap | undefined>) => {
+      if (keys.size === 0) return;
+      const list = [...keys.values()].map((c) => c.row);
+      rows ??= await this.lookup(dataSide, [0, ...others], list, report);
+      tombs ??= tombSide ? await this.lookup(tombSide, [0, ...others], list, report) : [];
+      for (const [k, c] of keys) {
+        for (const i of c.pairs) {
+          const a = effectiveState(rows[0]?.get(k), tombs[0]?.get(k)?.version);
+          const b = effectiveState(rows[i]?.get(k), tombs[i]?.get(k)?.version);
+          judge(c.row, i, a, b);
+        }
+      }
+    };
+    /** Keys whose reads differ between A and a differing node; the nodes with at least one. */
+    const differingKeys = (maps: Array<RowMap | undefined>, differing: number[], same: (a: FetchedRow | undefined, b: FetchedRow | undefined) => boolean) => {
+      const keys = new Map<string, { row: FetchedRow; pairs: number[] }>();
+      const explained = new Set<number>();
       for (const i of differing) {
         for (const k of new Set([...maps[0]!.keys(), ...maps[i]!.keys()])) {
           const a = maps[0]!.get(k);
           const b = maps[i]!.get(k);
-          if (sameRow(a, b)) continue;
-          const c = candidates.get(k) ?? { row: (a ?? b)!, pairs: [] };
+          if (same(a, b)) continue;
+          const c = keys.get(k) ?? { row: (a ?? b)!, pairs: [] };
           c.pairs.push(i);
-          candidates.set(k, c);
+          keys.set(k, c);
+          explained.add(i);
         }
       }
-      if (candidates.size === 0) return;
-      const keys = [...candidates.values()].map((c) => c.row);
-      const tombs = tombSide ? await this.lookup(tombSide, [0, ...differing], keys, report) : [];
-      for (const [k, c] of candidates) {
-        for (const i of c.pairs) {
-          const a = effectiveState(maps[0]!.get(k), tombs[0]?.get(k)?.version);
-          const b = effectiveState(maps[i]!.get(k), tombs[i]?.get(k)?.version);
-          addFinding(c.row, i, a, b);
-        }
-      }
+      return { keys, explained };
+    };
+
+    const dataStats: TableStats = { chunks: 0, differing: 0 };
+    await this.compareSide(dataSide, dataStats, report, {
+      onDiff: async (maps, differing) => {
+        const { keys, explained } = differingKeys(maps, differing, sameRow);
+        await judgeKeys(keys, differing, maps);
+        return explained;
+      },
+      onUnexplained: (range, i, a, b) => unexplained(dataSide, range, i, a, b),
     });
     report.chunks = dataStats.chunks;
     report.chunksDiffering = dataStats.differing;
 
     if (tombSide) {
       const tombStats: TableStats = { chunks: 0, differing: 0 };
-      await this.compareSide(tombSide, tombStats, report, async (maps, differing) => {
-        const candidates = new Map<string, { row: FetchedRow; pairs: number[] }>();
-        for (const i of differing) {
-          for (const k of new Set([...maps[0]!.keys(), ...maps[i]!.keys()])) {
-            const a = maps[0]!.get(k);
-            const b = maps[i]!.get(k);
-            if (a?.version === b?.version) continue;
-            const c = candidates.get(k) ?? { row: (a ?? b)!, pairs: [] };
-            c.pairs.push(i);
-            candidates.set(k, c);
-          }
-        }
-        if (candidates.size === 0) return;
-        const rows = await this.lookup(dataSide, [0, ...differing], [...candidates.values()].map((c) => c.row), report);
-        for (const [k, c] of candidates) {
-          for (const i of c.pairs) {
-            // Keys whose rows differ were reported with the table's chunks.
-            if (!sameRow(rows[0]!.get(k), rows[i]!.get(k))) continue;
-            const a = effectiveState(rows[0]!.get(k), maps[0]!.get(k)?.version);
-            const b = effectiveState(rows[i]!.get(k), maps[i]!.get(k)?.version);
-            addFinding(c.row, i, a, b);
-          }
-        }
+      await this.compareSide(tombSide, tombStats, report, {
+        onDiff: async (maps, differing) => {
+          // Tombstones that differ; a stale one below its row's version explains the chunk but is no finding.
+          const { keys, explained } = differingKeys(maps, differing, (a, b) => a?.version === b?.version);
+          await judgeKeys(keys, differing, undefined, maps);
+          return explained;
+        },
+        onUnexplained: (range, i, a, b) => unexplained(tombSide, range, i, a, b),
+        // Rows shown under an equal or newer tombstone, on any node, whether or not the nodes agree.
+        onChunk: async (range) => {
+          const covered = await Promise.all(nodes.map((i) => this.coveredRows(tombSide, dataSide, i, range)));
+          const keys = new Map<string, { row: FetchedRow; pairs: number[] }>();
+          for (const row of covered.flat()) keys.set(row.keyText, { row, pairs: nodes.slice(1) });
+          await judgeKeys(keys, nodes.slice(1));
+        },
       });
       report.tombstoneChunks = tombStats.chunks;
       report.tombstoneChunksDiffering = tombStats.differing;
@@ -406,49 +470,59 @@ class StateChecker {
       target: { schema, table, key },
       columns: perNode.map(pick),
       names,
+      termNames: names.filter((n) => n !== versionColumn),
       keyNames,
       valueNames: names.filter((n) => n !== versionColumn && !keyNames.includes(n)),
       versionColumn,
     };
   }
 
-  private parseRow(side: Side, node: number, raw: RowDataPacket): FetchedRow {
-    const cols = side.columns[node]!;
-    const byName = new Map(cols.map((c) => [c.name, c]));
-    const keyValues = side.keyNames.map((k) => canonicalValue(byName.get(k)!, raw[k]));
+  /** The compared columns of a side on a node, version column excluded (termNames' order). */
+  private termColumns(side: Side, node: number): ValueColumn[] {
+    return side.columns[node]!.filter((c) => c.name !== side.versionColumn);
+  }
+
+  private parseRow(side: Side, raw: RowDataPacket): FetchedRow {
+    const terms = new Map(side.termNames.map((n, j) => [n, termText(raw[termAlias(j)])]));
     const key: Record<string, string | null> = {};
-    side.keyNames.forEach((k, i) => {
-      key[k] = keyValues[i]!;
-    });
+    for (const k of side.keyNames) key[k] = terms.get(k) ?? null;
     const values: Record<string, string | null> = {};
-    for (const n of side.valueNames) values[n] = canonicalValue(byName.get(n)!, raw[n]);
+    for (const n of side.valueNames) values[n] = terms.get(n) ?? null;
     return {
-      keyText: JSON.stringify(keyValues),
+      keyText: JSON.stringify(side.keyNames.map((k) => key[k])),
       key,
-      params: side.keyNames.map((k) => keyParam(byName.get(k)!, raw[k])),
-      version: BigInt(String(raw[side.versionColumn])),
+      params: side.target.key.map((c, i) => bindKeyValue(c, raw[keyParamAlias(i)])),
+      version: BigInt(String(raw[VERSION_ALIAS])),
       values,
     };
   }
 
-  private async checksum(side: Side, node: number, lower: unknown[] | undefined, upper: unknown[] | undefined): Promise<Checksum> {
+  private async checksum(side: Side, node: number, range: Range): Promise<Checksum> {
     const cols = side.columns[node];
     if (!cols) return { text: '0/0/0', count: 0 };
-    const session = this.sessions[node]!;
-    const sql = chunkChecksumSql(side.target, cols, { lower: !!lower, upper: !!upper }, { jsonNormalize: session.jsonNormalize });
-    const [r] = await this.query(node, sql, keyRangeParams(lower, upper));
+    const sql = chunkChecksumSql(side.target, cols, { lower: !!range.lo, upper: !!range.hi });
+    const [r] = await this.query(node, sql, keyRangeParams(range.lo, range.hi));
+    const unhashable = Number(r!.unhashable ?? 0);
+    if (unhashable > 0) {
+      throw new UncheckableTableError(
+        side.target.schema,
+        side.target.table,
+        `on node ${nodeLabel(node)} (${this.sessions[node]!.url}), ${unhashable} row(s) after ${range.lo ? JSON.stringify(range.lo.map(boundText)) : 'the start'}` +
+          ' could not be hashed (a column value hashed to NULL; is a value longer than max_allowed_packet? raise it on that node)',
+      );
+    }
     const count = Number(r!.row_count);
     return { text: `${count}/${r!.hash_hi ?? 0}/${r!.hash_lo ?? 0}`, count };
   }
 
-  private async fetchRange(side: Side, node: number, lower: unknown[] | undefined, upper: unknown[] | undefined, report: TableStateReport): Promise<RowMap> {
+  private async fetchRange(side: Side, node: number, range: Range, report: TableStateReport): Promise<RowMap> {
     const map: RowMap = new Map();
     if (!side.columns[node]) return map;
-    const sql = chunkRowsSql(side.target, side.names, { lower: !!lower, upper: !!upper });
-    const rows = await this.query(node, sql, keyRangeParams(lower, upper));
+    const sql = chunkRowsSql(side.target, this.termColumns(side, node), side.versionColumn, { lower: !!range.lo, upper: !!range.hi });
+    const rows = await this.query(node, sql, keyRangeParams(range.lo, range.hi));
     report.rowsFetched += rows.length;
     for (const raw of rows) {
-      const row = this.parseRow(side, node, raw);
+      const row = this.parseRow(side, raw);
       map.set(row.keyText, row);
     }
     return map;
@@ -464,10 +538,11 @@ class StateChecker {
         if (!side.columns[node]) return;
         for (let i = 0; i < keys.length; i += LOOKUP_BATCH) {
           const batch = keys.slice(i, i + LOOKUP_BATCH);
-          const rows = await this.query(node, rowsByKeySql(side.target, side.names, batch.length), batch.flatMap((k) => k.params));
+          const sql = termRowsByKeySql(side.target, this.termColumns(side, node), side.versionColumn, batch.length);
+          const rows = await this.query(node, sql, batch.flatMap((k) => k.params));
           report.rowsFetched += rows.length;
           for (const raw of rows) {
-            const row = this.parseRow(side, node, raw);
+            const row = this.parseRow(side, raw);
             map.set(row.keyText, row);
           }
         }
@@ -476,13 +551,29 @@ class StateChecker {
     return out;
   }
 
+  /** Keys of a tombstone range whose row a node still shows at or below the tombstone's version, as rows to look up. */
+  private async coveredRows(tombs: Side, data: Side, node: number, range: Range): Promise<FetchedRow[]> {
+    if (!tombs.columns[node]) return [];
+    const sql = coveredRowsSql(tombs.target, data.target, tombs.versionColumn, { lower: !!range.lo, upper: !!range.hi });
+    const rows = await this.query(node, sql, keyRangeParams(range.lo, range.hi));
+    if (rows.length === 0) return [];
+    // Read back by key so the key's text is the same exact text as everywhere else.
+    const params = rows.map((r) => tombs.target.key.map((c, i) => bindKeyValue(c, r[keyParamAlias(i)])));
+    const found: FetchedRow[] = [];
+    for (let i = 0; i < params.length; i += LOOKUP_BATCH) {
+      const batch = params.slice(i, i + LOOKUP_BATCH);
+      const sql2 = termRowsByKeySql(tombs.target, this.termColumns(tombs, node), tombs.versionColumn, batch.length);
+      for (const raw of await this.query(node, sql2, batch.flat())) found.push(this.parseRow(tombs, raw));
+    }
+    return found;
+  }
+
   /** The key ending the next chunk of `size` rows after `lower` (not past `upper`) on a node, or undefined. */
   private async boundary(side: Side, node: number, lower: unknown[] | undefined, upper: unknown[] | undefined, conn?: Connection): Promise<unknown[] | undefined> {
     const sql = chunkBoundarySql(side.target, { lower: !!lower, upper: !!upper });
     const rows = await this.query(node, sql, [...keyRangeParams(lower, upper), this.chunkSize - 1], conn);
     if (rows.length === 0) return undefined;
-    const cols = side.columns[node]!;
-    return side.keyNames.map((k) => keyParam(cols.find((c) => c.name === k)!, rows[0]![k]));
+    return side.target.key.map((c, i) => bindKeyValue(c, rows[0]![keyParamAlias(i)]));
   }
 
   /**
@@ -506,7 +597,7 @@ class StateChecker {
         await visit(lo, upper, lo === lower);
         return;
       }
-      if (lo && JSON.stringify(b.map(String)) === JSON.stringify(lo.map(String))) {
+      if (lo && JSON.stringify(b.map(boundText)) === JSON.stringify(lo.map(boundText))) {
         throw new UncheckableTableError(side.target.schema, side.target.table, 'its primary key does not advance in key order (a key type whose comparison and sort order differ)');
       }
       next = this.boundary(side, node, b, upper, conn);
@@ -517,39 +608,70 @@ class StateChecker {
     }
   }
 
-  private async compareSide(
-    side: Side,
-    stats: TableStats,
-    report: TableStateReport,
-    onDiff: (maps: Array<RowMap | undefined>, differing: number[]) => Promise<void>,
-  ): Promise<void> {
-    const nodes = this.sessions.map((s) => s.index);
-    const compareRange = async (lo: unknown[] | undefined, hi: unknown[] | undefined, maySplit: boolean): Promise<void> => {
-      const sums = await Promise.all(nodes.map((i) => this.checksum(side, i, lo, hi)));
-      stats.chunks++;
+  private async compareSide(side: Side, stats: TableStats, report: TableStateReport, on: SideHandlers): Promise<void> {
+    const all = this.sessions.map((s) => s.index);
+    /** `only`: a second look at the nodes whose difference the rows did not explain. */
+    const compareRange = async (range: Range, maySplit: boolean, only?: number[]): Promise<void> => {
+      const nodes = only ? [0, ...only] : all;
+      const sums: Checksum[] = [];
+      await Promise.all(
+        nodes.map(async (i) => {
+          sums[i] = await this.checksum(side, i, range);
+        }),
+      );
+      if (!only) stats.chunks++;
       const differing = nodes.filter((i) => i > 0 && sums[i]!.text !== sums[0]!.text);
-      if (differing.length === 0) return;
-      stats.differing++;
+      if (differing.length === 0) {
+        if (!only) await on.onChunk?.(range);
+        return;
+      }
+      if (!only) stats.differing++;
       this.logger.debug('state check: chunk differs', { table: `${side.target.schema}.${side.target.table}`, nodes: differing.map(nodeLabel) });
       // A chunk far larger on some node (keys missing on the first) is split by that node's keys.
       const involved = [0, ...differing];
       const largest = involved.reduce((best, i) => (sums[i]!.count > sums[best]!.count ? i : best), 0);
-      if (maySplit && sums[largest]!.count > 2 * this.chunkSize) {
+      if (maySplit && !only && sums[largest]!.count > 2 * this.chunkSize) {
         // A range the split cannot narrow (rows vanished meanwhile) is read as it is.
-        await this.walk(side, largest, lo, hi, (l, h, whole) => compareRange(l, h, !whole));
+        await this.walk(side, largest, range.lo, range.hi, (l, h, whole) => compareRange({ lo: l, hi: h }, !whole));
         return;
       }
+      if (!only) await on.onChunk?.(range);
       const maps: Array<RowMap | undefined> = [];
       await Promise.all(
         involved.map(async (i) => {
-          maps[i] = await this.fetchRange(side, i, lo, hi, report);
+          maps[i] = await this.fetchRange(side, i, range, report);
         }),
       );
-      await onDiff(maps, differing);
+      const explained = await on.onDiff(maps, differing);
+      const left = differing.filter((i) => !explained.has(i));
+      if (left.length === 0) return;
+      // Rows that changed between the checksum and the read explain nothing either: look again once.
+      if (!only) return compareRange(range, false, left);
+      for (const i of left) on.onUnexplained(range, i, sums[0]!, sums[i]!);
     };
-    if (side.columns[0]) await this.walk(side, 0, undefined, undefined, (l, h) => compareRange(l, h, true), this.boundaryConn);
-    else await compareRange(undefined, undefined, true);
+    if (side.columns[0]) await this.walk(side, 0, undefined, undefined, (l, h) => compareRange({ lo: l, hi: h }, true), this.boundaryConn);
+    else await compareRange({ lo: undefined, hi: undefined }, true);
   }
+}
+
+/** What compareSide does with a chunk: compare differing rows (returning the nodes they explain), report a difference they do not explain, look at every chunk. */
+interface SideHandlers {
+  onDiff: (maps: Array<RowMap | undefined>, differing: number[]) => Promise<Set<number>>;
+  onUnexplained: (range: Range, node: number, a: Checksum, b: Checksum) => void;
+  onChunk?: (range: Range) => Promise<void>;
+}
+
+/** A read term as text: servers send text, numbers for some numeric terms, bytes for binary ones. */
+function termText(v: unknown): string | null {
+  if (v === null || v === undefined) return null;
+  if (v instanceof Uint8Array) return Buffer.from(v).toString('utf8');
+  return String(v);
+}
+
+/** A bound key value as report text. */
+function boundText(v: unknown): string {
+  if (v instanceof Uint8Array) return `0x${Buffer.from(v).toString('hex').toUpperCase()}`;
+  return String(v);
 }
 
 async function openNode(index: number, url: string, connectTimeoutMs: number): Promise<NodeSession> {
@@ -564,9 +686,7 @@ async function openNode(index: number, url: string, connectTimeoutMs: number): P
     const [rows] = await conn.query<RowDataPacket[]>('SELECT VERSION() AS version');
     const version = String(rows[0]!.version);
     const mariadb = /mariadb/i.test(version);
-    const m = /^(\d+)\.(\d+)/.exec(version);
-    const jsonNormalize = mariadb && !!m && (Number(m[1]) > 10 || (Number(m[1]) === 10 && Number(m[2]) >= 7));
-    return { index, url: shown, conn, mariadb, jsonNormalize };
+    return { index, url: shown, conn, mariadb };
   } catch (err) {
     conn.destroy();
     throw new CheckerNodeError(index, shown, describeError(err), { cause: err });

@@ -3,16 +3,28 @@
 //
 // A chunk's checksum is COUNT(*) plus two BIT_XORs of 64-bit words of a digest of the row text, as
 // pt-table-checksum does with MD5. The digest is SHA2-256 (its first 128 bits): MySQL 9.7 has no
-// MD5() or SHA1() any more, and every node must compute the same digest. The row text is built so that equal data gives equal text on every node
-// (even when column types differ slightly) and different data gives different text:
-//   - every column becomes one term, NULL is the term 'N' (CONCAT_WS alone would skip it);
-//   - terms that can contain the separator (strings, JSON) carry their length: `3:abc`;
+// MD5() or SHA1() any more, and every node must compute the same digest. Every column is hashed by
+// its exact stored value; equal data of slightly different declared types (DECIMAL scale, fsp,
+// charset) gives equal text:
+//   - every column becomes one term, NULL is the term 'N'; the terms are joined with CONCAT, so a term
+//     that fails (NULL for a non-NULL value) makes the row's digest NULL, which is counted and refused;
+//   - FLOAT is the text of its exact double value, DOUBLE its own text (both print the shortest text
+//     that parses back to the same double, -0 included); a 6-digit FLOAT text would make different
+//     values, and whole pairs of rows of a FLOAT key, hash alike;
 //   - DECIMAL and fractional temporal values lose the trailing zeros of their fraction;
-//   - binary values are HEX, BIT values their unsigned integer;
-//   - strings are converted to utf8mb4 so a charset difference alone does not differ;
-//   - JSON is the server's canonical text (MySQL stores it normalized; MariaDB: JSON_NORMALIZE).
+//   - strings carry their length (`3:abc`) and are converted to utf8mb4; binary values are HEX; BIT
+//     values their unsigned integer;
+//   - large values (BLOB/TEXT, JSON, spatial) are hashed one by one, never spelled into the row text
+//     (HEX doubles a BLOB, and a text past max_allowed_packet becomes NULL). JSON is its stored text
+//     (MySQL's canonical text keeps 1 and 1.0 apart; MariaDB keeps the text as written), spatial
+//     values their stored bytes (SRID + WKB).
+// The rows of a differing chunk are read as the same per-column terms (readTermSql), so the
+// comparison in JS sees exactly what the checksum saw.
 // Timestamps depend on the session time zone: the checker's sessions are UTC.
+import { BINARY_LOB_TYPES, DECIMAL_TYPES, exactReadExpr, FLOAT_TYPES, INT_TYPES, keyPlaceholder, qualified, SPATIAL_TYPES, TEXT_LOB_TYPES } from './column-read.ts';
 import { quoteIdent, quoteTable } from './quote.ts';
+
+export { keyPlaceholder } from './column-read.ts';
 
 export interface ChecksumColumn {
   name: string;
@@ -43,21 +55,15 @@ export interface RangeShape {
   upper: boolean;
 }
 
-export interface NormalizeOptions {
-  /** Use JSON_NORMALIZE() on JSON columns (MariaDB >= 10.7); MySQL's JSON text is already canonical. */
-  jsonNormalize: boolean;
-}
-
-const INT_TYPES = new Set(['tinyint', 'smallint', 'mediumint', 'int', 'integer', 'bigint', 'year']);
-const DECIMAL_TYPES = new Set(['decimal', 'numeric', 'fixed']);
-const FLOAT_TYPES = new Set(['float', 'double', 'real', 'double precision']);
 const FRACTIONAL_TEMPORAL_TYPES = new Set(['datetime', 'timestamp', 'time']);
-const STRING_TYPES = new Set(['char', 'varchar', 'tinytext', 'text', 'mediumtext', 'longtext', 'enum', 'set']);
+const STRING_TYPES = new Set(['char', 'varchar', 'enum', 'set']);
 
-/** The NULL term: no other term can be this text (numbers, hex and length-prefixed text all differ). */
+/** The NULL term: no other term can be this text (numbers, hex, digests and length-prefixed text all differ). */
 export const NULL_TERM = 'N';
 /** Separator between terms; only length-prefixed terms can contain it. */
 export const TERM_SEPARATOR = '#';
+/** Large values up to this many bytes are read whole for the report; longer ones as their digest and length. */
+export const INLINE_BYTES = 4096;
 
 /** Digits after the point of DECIMAL(p,s) (s) or of a temporal type with fsp (e.g. datetime(6)). */
 export function fractionDigits(columnType: string): number {
@@ -69,49 +75,54 @@ function trimFraction(expr: string): string {
   return `TRIM(TRAILING '.' FROM TRIM(TRAILING '0' FROM ${expr}))`;
 }
 
-function lengthPrefixed(lengthOf: string, text: string): string {
-  return `CONCAT(CHAR_LENGTH(${lengthOf}), ':', ${text})`;
+/** Large values are hashed one by one; these are their bytes as hashed: text and JSON in utf8mb4, the rest as stored. */
+function largeValue(col: ChecksumColumn): string | undefined {
+  const q = quoteIdent(col.name);
+  if (col.json || TEXT_LOB_TYPES.has(col.dataType)) return `CONVERT(${q} USING utf8mb4)`;
+  if (BINARY_LOB_TYPES.has(col.dataType) || SPATIAL_TYPES.has(col.dataType)) return q;
+  return undefined;
 }
 
-/** One column's normalized text (NULL when the value is NULL). */
-export function normalizedColumnSql(col: ChecksumColumn, options: NormalizeOptions): string {
+/** One column's term in the row text (NULL when the value is NULL, or when it cannot be hashed). */
+export function checksumTermSql(col: ChecksumColumn): string {
   const q = quoteIdent(col.name);
   const t = col.dataType;
-  if (col.json) {
-    if (options.jsonNormalize) {
-      const normalized = `JSON_NORMALIZE(${q})`;
-      return lengthPrefixed(normalized, normalized);
-    }
-    return lengthPrefixed(q, `CONVERT(${q} USING utf8mb4)`);
-  }
-  if (INT_TYPES.has(t) || FLOAT_TYPES.has(t) || t === 'date') return q;
+  const large = largeValue(col);
+  if (large) return `SHA2(${large}, 256)`;
+  if (INT_TYPES.has(t) || t === 'date' || (FLOAT_TYPES.has(t) && t !== 'float')) return q;
+  if (t === 'float') return `CAST(${q} AS DOUBLE)`;
   if (DECIMAL_TYPES.has(t) || FRACTIONAL_TEMPORAL_TYPES.has(t)) return fractionDigits(col.columnType) > 0 ? trimFraction(q) : q;
   if (t === 'bit') return `CAST(${q} AS UNSIGNED)`;
-  if (STRING_TYPES.has(t)) return lengthPrefixed(q, `CONVERT(${q} USING utf8mb4)`);
-  // Binary strings, spatial and anything unknown: the bytes.
+  if (STRING_TYPES.has(t)) return `CONCAT(CHAR_LENGTH(${q}), ':', CONVERT(${q} USING utf8mb4))`;
+  // Binary strings and anything unknown: the bytes.
   return `HEX(${q})`;
 }
 
-/** The normalized text of a whole row: one term per column, in the given order. */
-export function rowTextSql(columns: readonly ChecksumColumn[], options: NormalizeOptions): string {
-  const terms = columns.map((c) => `COALESCE(${normalizedColumnSql(c, options)}, '${NULL_TERM}')`);
-  return `CONCAT_WS('${TERM_SEPARATOR}', ${terms.join(', ')})`;
+/**
+ * One column as a row read shows it and JS compares it, as text: the same equality as checksumTermSql.
+ * Large values up to INLINE_BYTES whole (spatial ones as `SRID n 0x<WKB>`), longer ones as
+ * `sha256:<digest> (<n> bytes)`; binary values as 0x<hex>.
+ */
+export function readTermSql(col: ChecksumColumn): string {
+  const q = quoteIdent(col.name);
+  const t = col.dataType;
+  const large = largeValue(col);
+  if (large) {
+    let whole = large;
+    if (BINARY_LOB_TYPES.has(t)) whole = `CONCAT('0x', HEX(${q}))`;
+    else if (SPATIAL_TYPES.has(t)) whole = `CONCAT('SRID ', ST_SRID(${q}), ' 0x', HEX(SUBSTRING(${q}, 5)))`;
+    return `IF(LENGTH(${large}) <= ${INLINE_BYTES}, ${whole}, CONCAT('sha256:', SHA2(${large}, 256), ' (', LENGTH(${large}), ' bytes)'))`;
+  }
+  if (FLOAT_TYPES.has(t)) return exactReadExpr(col)!;
+  if (STRING_TYPES.has(t)) return `CONVERT(${q} USING utf8mb4)`;
+  const term = checksumTermSql(col);
+  return term.startsWith('HEX(') ? `CONCAT('0x', ${term})` : term;
 }
 
-/**
- * A bound key value, cast where a plain parameter would compare inexactly: DECIMAL and floating-point
- * keys compare against a value of their own type (a string or a decimal literal would compare as
- * a double). Integer keys are bound as bigint, which the client renders as an exact literal.
- */
-export function keyPlaceholder(col: KeyColumn): string {
-  const t = col.dataType;
-  if (DECIMAL_TYPES.has(t)) {
-    const m = /\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\)/.exec(col.columnType);
-    return `CAST(? AS DECIMAL(${m ? m[1] : '65'},${m?.[2] ?? '0'}))`;
-  }
-  if (t === 'float') return 'CAST(? AS FLOAT)';
-  if (FLOAT_TYPES.has(t)) return 'CAST(? AS DOUBLE)';
-  return '?';
+/** The text of a whole row: one term per column, in the given order; NULL only when a term failed. */
+export function rowTextSql(columns: readonly ChecksumColumn[]): string {
+  const terms = columns.map((c) => `IF(${quoteIdent(c.name)} IS NULL, '${NULL_TERM}', ${checksumTermSql(c)})`);
+  return terms.length === 1 ? terms[0]! : `CONCAT(${terms.join(`, '${TERM_SEPARATOR}', `)})`;
 }
 
 /**
@@ -120,13 +131,13 @@ export function keyPlaceholder(col: KeyColumn): string {
  *   (a > ?) OR (a = ? AND b > ?)
  * Bound values: see keyBoundParams.
  */
-function keyBoundSql(key: readonly KeyColumn[], side: 'lower' | 'upper'): string {
+function keyBoundSql(key: readonly KeyColumn[], side: 'lower' | 'upper', qualifier?: string): string {
   const terms: string[] = [];
   for (let i = 0; i < key.length; i++) {
     const last = i === key.length - 1;
     const op = side === 'lower' ? '>' : last ? '<=' : '<';
-    const parts = key.slice(0, i).map((c) => `${quoteIdent(c.name)} = ${keyPlaceholder(c)}`);
-    parts.push(`${quoteIdent(key[i]!.name)} ${op} ${keyPlaceholder(key[i]!)}`);
+    const parts = key.slice(0, i).map((c) => `${qualified(c.name, qualifier)} = ${keyPlaceholder(c)}`);
+    parts.push(`${qualified(key[i]!.name, qualifier)} ${op} ${keyPlaceholder(key[i]!)}`);
     terms.push(parts.join(' AND '));
   }
   return terms.length === 1 ? terms[0]! : `(${terms.map((t) => `(${t})`).join(' OR ')})`;
@@ -140,10 +151,10 @@ export function keyBoundParams<T>(values: readonly T[]): T[] {
 }
 
 /** ` WHERE <lower> AND <upper>`, or '' for a range open on both ends. Bound values: keyRangeParams. */
-export function keyRangeWhere(key: readonly KeyColumn[], range: RangeShape): string {
+export function keyRangeWhere(key: readonly KeyColumn[], range: RangeShape, qualifier?: string): string {
   const parts: string[] = [];
-  if (range.lower) parts.push(keyBoundSql(key, 'lower'));
-  if (range.upper) parts.push(keyBoundSql(key, 'upper'));
+  if (range.lower) parts.push(keyBoundSql(key, 'lower', qualifier));
+  if (range.upper) parts.push(keyBoundSql(key, 'upper', qualifier));
   return parts.length === 0 ? '' : ` WHERE ${parts.join(' AND ')}`;
 }
 
@@ -160,51 +171,95 @@ function orderByKey(target: ChunkTarget): string {
   return ` ORDER BY ${target.key.map((c) => quoteIdent(c.name)).join(', ')}`;
 }
 
-/**
- * The key that ends a chunk of n rows after `lower` (and not past `upper`): the n-th key in key
- * order. No row means the range holds fewer than n rows. Bound values: keyRangeParams, then n - 1.
- */
-export function chunkBoundarySql(target: ChunkTarget, range: RangeShape): string {
-  return (
-    `SELECT ${target.key.map((c) => quoteIdent(c.name)).join(', ')} FROM ${source(target)}${keyRangeWhere(target.key, range)}` +
-    `${orderByKey(target)} LIMIT 1 OFFSET ?`
-  );
+/** Alias of the i-th key column read exactly, to bind it again (see keyPlaceholder). */
+export function keyParamAlias(i: number): string {
+  return `_lww_p${i}`;
+}
+
+/** Alias of the i-th compared column's read term (readTermSql). */
+export function termAlias(i: number): string {
+  return `_lww_t${i}`;
+}
+
+/** Alias of the version column in row reads. */
+export const VERSION_ALIAS = '_lww_v';
+
+function keyParamList(key: readonly KeyColumn[], qualifier?: string): string {
+  return key.map((c, i) => `${exactReadExpr(c, qualifier) ?? qualified(c.name, qualifier)} AS ${keyParamAlias(i)}`).join(', ');
 }
 
 /**
- * COUNT(*) and the XOR over a key range of the rows' digests, two 64-bit words, as decimal strings
- * (row_count, hash_hi, hash_lo). Bound values: keyRangeParams.
+ * The key that ends a chunk of n rows after `lower` (and not past `upper`): the n-th key in key
+ * order, read exactly (keyParamAlias). No row means the range holds fewer than n rows. Bound values:
+ * keyRangeParams, then n - 1.
  */
-export function chunkChecksumSql(target: ChunkTarget, columns: readonly ChecksumColumn[], range: RangeShape, options: NormalizeOptions): string {
+export function chunkBoundarySql(target: ChunkTarget, range: RangeShape): string {
+  return `SELECT ${keyParamList(target.key)} FROM ${source(target)}${keyRangeWhere(target.key, range)}${orderByKey(target)} LIMIT 1 OFFSET ?`;
+}
+
+/**
+ * COUNT(*), the XOR over a key range of the rows' digests (two 64-bit words, as decimal strings), and
+ * the rows whose digest is NULL because a term could not be computed (row_count, hash_hi, hash_lo,
+ * unhashable). Bound values: keyRangeParams.
+ */
+export function chunkChecksumSql(target: ChunkTarget, columns: readonly ChecksumColumn[], range: RangeShape): string {
   // The digest is computed once per row in a derived table; NO_MERGE keeps MySQL from inlining it
   // twice (MariaDB reads the hint as a comment).
   const word = (from: number) => `BIT_XOR(CAST(CONV(SUBSTRING(${DIGEST_ALIAS}, ${from}, 16), 16, 10) AS UNSIGNED))`;
   return (
-    `SELECT /*+ NO_MERGE(${DIGESTS_ALIAS}) */ COUNT(*) AS row_count, ${word(1)} AS hash_hi, ${word(17)} AS hash_lo` +
-    ` FROM (SELECT SHA2(${rowTextSql(columns, options)}, 256) AS ${DIGEST_ALIAS} FROM ${source(target)}${keyRangeWhere(target.key, range)}) AS ${DIGESTS_ALIAS}`
+    `SELECT /*+ NO_MERGE(${DIGESTS_ALIAS}) */ COUNT(*) AS row_count, ${word(1)} AS hash_hi, ${word(17)} AS hash_lo,` +
+    ` COUNT(*) - COUNT(${DIGEST_ALIAS}) AS unhashable` +
+    ` FROM (SELECT SHA2(${rowTextSql(columns)}, 256) AS ${DIGEST_ALIAS} FROM ${source(target)}${keyRangeWhere(target.key, range)}) AS ${DIGESTS_ALIAS}`
   );
 }
 
 const DIGEST_ALIAS = '_lww_digest';
 const DIGESTS_ALIAS = '_lww_digests';
 
-/** The rows of a key range in key order. Bound values: keyRangeParams. */
-export function chunkRowsSql(target: ChunkTarget, columns: readonly string[], range: RangeShape): string {
-  return `SELECT ${columns.map(quoteIdent).join(', ')} FROM ${source(target)}${keyRangeWhere(target.key, range)}${orderByKey(target)}`;
+/** A row read: the key read exactly (keyParamAlias), every compared column's read term (termAlias), the version. */
+function rowReadList(target: ChunkTarget, columns: readonly ChecksumColumn[], versionColumn: string): string {
+  const terms = columns.map((c, i) => `${readTermSql(c)} AS ${termAlias(i)}`);
+  return [keyParamList(target.key), ...terms, `${quoteIdent(versionColumn)} AS ${VERSION_ALIAS}`].join(', ');
 }
 
-/** The rows of n given keys. Bound values: the keys' values, key after key. */
-export function rowsByKeySql(target: ChunkTarget, columns: readonly string[], keys: number): string {
-  if (keys < 1) throw new Error('rowsByKeySql needs at least one key');
-  let where: string;
+/** The rows of a key range in key order, read as rowReadList. Bound values: keyRangeParams. */
+export function chunkRowsSql(target: ChunkTarget, columns: readonly ChecksumColumn[], versionColumn: string, range: RangeShape): string {
+  return `SELECT ${rowReadList(target, columns, versionColumn)} FROM ${source(target)}${keyRangeWhere(target.key, range)}${orderByKey(target)}`;
+}
+
+function keysWhere(target: ChunkTarget, keys: number): string {
+  if (keys < 1) throw new Error('a read by key needs at least one key');
   if (target.key.length === 1) {
     const k = target.key[0]!;
-    where = `${quoteIdent(k.name)} IN (${new Array(keys).fill(keyPlaceholder(k)).join(', ')})`;
-  } else {
-    const one = `(${target.key.map((c) => `${quoteIdent(c.name)} = ${keyPlaceholder(c)}`).join(' AND ')})`;
-    where = new Array(keys).fill(one).join(' OR ');
+    return `${quoteIdent(k.name)} IN (${new Array(keys).fill(keyPlaceholder(k)).join(', ')})`;
   }
-  return `SELECT ${columns.map(quoteIdent).join(', ')} FROM ${quoteTable(target.schema, target.table)} WHERE ${where}`;
+  const one = `(${target.key.map((c) => `${quoteIdent(c.name)} = ${keyPlaceholder(c)}`).join(' AND ')})`;
+  return new Array(keys).fill(one).join(' OR ');
+}
+
+/** The rows of n given keys, the columns as stored. Bound values: the keys' values, key after key. */
+export function rowsByKeySql(target: ChunkTarget, columns: readonly string[], keys: number): string {
+  return `SELECT ${columns.map(quoteIdent).join(', ')} FROM ${quoteTable(target.schema, target.table)} WHERE ${keysWhere(target, keys)}`;
+}
+
+/** The rows of n given keys, read as rowReadList. Bound values: the keys' values, key after key. */
+export function termRowsByKeySql(target: ChunkTarget, columns: readonly ChecksumColumn[], versionColumn: string, keys: number): string {
+  return `SELECT ${rowReadList(target, columns, versionColumn)} FROM ${quoteTable(target.schema, target.table)} WHERE ${keysWhere(target, keys)}`;
+}
+
+/**
+ * Keys of a range of the tombstone table whose row is still visible in the data table with a version
+ * at or below the tombstone's (a row LWW says is deleted): the key read exactly (keyParamAlias).
+ * Bound values: keyRangeParams.
+ */
+export function coveredRowsSql(tombstones: ChunkTarget, data: { schema: string; table: string }, versionColumn: string, range: RangeShape): string {
+  const join = tombstones.key.map((c) => `${qualified(c.name, 'd')} = ${qualified(c.name, 't')}`).join(' AND ');
+  const where = keyRangeWhere(tombstones.key, range, 't');
+  const covered = `${qualified(versionColumn, 'd')} <= ${qualified(versionColumn, 't')}`;
+  return (
+    `SELECT ${keyParamList(tombstones.key, 't')} FROM ${quoteTable(tombstones.schema, tombstones.table)} AS t FORCE INDEX (PRIMARY) JOIN ${quoteTable(data.schema, data.table)} AS d ON ${join}` +
+    `${where ? `${where} AND ` : ' WHERE '}${covered}`
+  );
 }
 
 /** The tables registered by install, with where their tombstones live. */

@@ -1,6 +1,8 @@
 // Statements of the full-table merge (initial copy and sync): keyset-paged reads in primary-key
 // order, row counts for progress, and non-locking version lookups on the target. Pure text; values
-// always bound.
+// always bound. Typed columns are read exactly (column-read.ts) and typed keys compared against
+// parameters of their own type; a bare name is read and compared as the client returns it.
+import { columnName, exactSelectList, keyPlaceholder, type ReadColumn } from './column-read.ts';
 import { quoteIdent, quoteList, quoteTable } from './quote.ts';
 
 /**
@@ -9,19 +11,25 @@ import { quoteIdent, quoteList, quoteTable } from './quote.ts';
  * `(a, b) > (?, ?)` is no range on MySQL 9.7 nor MariaDB 10.11 (a full index scan per chunk).
  * Bound: keyBoundParams(bound).
  */
-function keyBound(key: readonly string[], op: '>' | '>=' | '<='): string {
-  const q = key.map(quoteIdent);
+function keyBound(key: readonly ReadColumn[], op: '>' | '>=' | '<='): string {
+  const q = key.map((c) => quoteIdent(columnName(c)));
+  const p = key.map(keyPlaceholder);
   const strict = op === '<=' ? '<' : '>';
-  if (q.length === 1) return `${q[0]} ${op} ?`;
+  if (q.length === 1) return `${q[0]} ${op} ${p[0]}`;
   const terms = q.map((col, i) => {
-    const cmp = `${col} ${i === q.length - 1 ? op : strict} ?`;
-    return i === 0 ? cmp : `(${[...q.slice(0, i).map((c) => `${c} = ?`), cmp].join(' AND ')})`;
+    const cmp = `${col} ${i === q.length - 1 ? op : strict} ${p[i]}`;
+    return i === 0 ? cmp : `(${[...q.slice(0, i).map((c, j) => `${c} = ${p[j]}`), cmp].join(' AND ')})`;
   });
-  return `${q[0]} ${op === '<=' ? '<=' : '>='} ? AND (${terms.join(' OR ')})`;
+  return `${q[0]} ${op === '<=' ? '<=' : '>='} ${p[0]} AND (${terms.join(' OR ')})`;
 }
 
-function afterKey(key: readonly string[]): string {
+function afterKey(key: readonly ReadColumn[]): string {
   return keyBound(key, '>');
+}
+
+/** ORDER BY the key columns, qualified: an exact read keeps the column's name as its alias, and an alias would sort as text. */
+function orderByKey(schema: string, table: string, key: readonly ReadColumn[]): string {
+  return ` ORDER BY ${key.map((c) => `${quoteTable(schema, table)}.${quoteIdent(columnName(c))}`).join(', ')}`;
 }
 
 /** The bound values of a key comparison (`keyBound`, `afterKey`) with this key. */
@@ -41,15 +49,15 @@ function positiveLimit(limit: number): number {
  * The next chunk of a table in key order, after a key or from the start. LIMIT is inlined as an
  * integer; bound: `keyBoundParams(lastKey)` unless `fromStart`.
  */
-export function selectChunkSql(schema: string, table: string, columns: readonly string[], key: readonly string[], limit: number, fromStart: boolean): string {
+export function selectChunkSql(schema: string, table: string, columns: readonly ReadColumn[], key: readonly ReadColumn[], limit: number, fromStart: boolean): string {
   return (
-    `SELECT ${quoteList(columns)} FROM ${quoteTable(schema, table)}` +
-    `${fromStart ? '' : ` WHERE ${afterKey(key)}`} ORDER BY ${quoteList(key)} LIMIT ${positiveLimit(limit)}`
+    `SELECT ${exactSelectList(columns)} FROM ${quoteTable(schema, table)}` +
+    `${fromStart ? '' : ` WHERE ${afterKey(key)}`}${orderByKey(schema, table, key)} LIMIT ${positiveLimit(limit)}`
   );
 }
 
 /** Rows of a table, or those after a key. Bound: `keyBoundParams(lastKey)` when `afterAKey`. */
-export function countRowsSql(schema: string, table: string, key: readonly string[] = [], afterAKey = false): string {
+export function countRowsSql(schema: string, table: string, key: readonly ReadColumn[] = [], afterAKey = false): string {
   return `SELECT COUNT(*) AS \`n\` FROM ${quoteTable(schema, table)}${afterAKey ? ` WHERE ${afterKey(key)}` : ''}`;
 }
 
@@ -60,13 +68,14 @@ export const ESTIMATED_ROWS_SQL = 'SELECT TABLE_ROWS AS `n` FROM information_sch
  * Key and version of the given keys, without locks (the merge only plans with them; the sink decides
  * under its own locks). Bound: keys × key columns.
  */
-export function lookupVersionsSql(schema: string, table: string, key: readonly string[], versionColumn: string, keys: number): string {
+export function lookupVersionsSql(schema: string, table: string, key: readonly ReadColumn[], versionColumn: string, keys: number): string {
   if (!Number.isInteger(keys) || keys <= 0) throw new Error(`lookup needs at least one key, got ${keys}`);
+  const names = key.map(columnName);
   const where =
     key.length === 1
-      ? `${quoteIdent(key[0]!)} IN (${new Array(keys).fill('?').join(', ')})`
-      : `(${quoteList(key)}) IN (${new Array(keys).fill(`(${key.map(() => '?').join(', ')})`).join(', ')})`;
-  return `SELECT ${quoteList([...key, versionColumn])} FROM ${quoteTable(schema, table)} WHERE ${where}`;
+      ? `${quoteIdent(names[0]!)} IN (${new Array(keys).fill(keyPlaceholder(key[0]!)).join(', ')})`
+      : `(${quoteList(names)}) IN (${new Array(keys).fill(`(${key.map(keyPlaceholder).join(', ')})`).join(', ')})`;
+  return `SELECT ${exactSelectList([...key, versionColumn])} FROM ${quoteTable(schema, table)} WHERE ${where}`;
 }
 
 /**
@@ -74,10 +83,10 @@ export function lookupVersionsSql(schema: string, table: string, key: readonly s
  * holds for a chunk of source keys, read as one range. LIMIT inlined; bound: keyBoundParams(first),
  * then keyBoundParams(last).
  */
-export function rangeVersionsSql(schema: string, table: string, key: readonly string[], versionColumn: string, limit: number): string {
+export function rangeVersionsSql(schema: string, table: string, key: readonly ReadColumn[], versionColumn: string, limit: number): string {
   return (
-    `SELECT ${quoteList([...key, versionColumn])} FROM ${quoteTable(schema, table)}` +
-    ` WHERE ${keyBound(key, '>=')} AND ${keyBound(key, '<=')} ORDER BY ${quoteList(key)} LIMIT ${positiveLimit(limit)}`
+    `SELECT ${exactSelectList([...key, versionColumn])} FROM ${quoteTable(schema, table)}` +
+    ` WHERE ${keyBound(key, '>=')} AND ${keyBound(key, '<=')}${orderByKey(schema, table, key)} LIMIT ${positiveLimit(limit)}`
   );
 }
 

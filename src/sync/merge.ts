@@ -14,6 +14,7 @@ import type { Sink } from '../writer/sink.ts';
 import { afterRowsMerged, classifyRow, classifyTombstone, emptyMergeCounts, type MergeClass, type MergeCounts } from './plan.ts';
 import { approxRowBytes, type ChunkSource, encodeKey, type KeyValues, keyIdOf, lookupVersions, readChunks, rowsToRead } from './table-reader.ts';
 import type { TableMeta } from '../model/table.ts';
+import type { ReadColumn, TypedColumn } from '../sql/column-read.ts';
 
 export type MergeKind = 'rows' | 'tombstones';
 
@@ -24,6 +25,8 @@ export interface MergeTable {
   primaryKey: readonly string[];
   /** Columns written (no generated ones), version column last. */
   writableColumns: readonly string[];
+  /** Types of the columns, so each is read exactly (sql/column-read.ts). */
+  columnTypes: readonly TypedColumn[];
   versionColumn: string;
   metaSchema: string;
   tombstoneTable: string;
@@ -36,6 +39,7 @@ export function mergeTableOf(meta: TableMeta, metaSchema: string): MergeTable {
     table: meta.table,
     primaryKey: meta.primaryKey,
     writableColumns: meta.writableColumns,
+    columnTypes: meta.columns.map((c) => ({ name: c.name, dataType: c.dataType, columnType: c.columnType })),
     versionColumn: meta.versionColumn,
     metaSchema,
     tombstoneTable: meta.tombstoneTable,
@@ -95,10 +99,16 @@ const MAX_POSITION_CHARS = 4000;
 /** One sink transaction per this many approximate bytes of a chunk (far below the sink's maxTransactionBytes). */
 const MAX_TRANSACTION_BYTES = 8 << 20;
 
+/** Names with their types where known (a name alone is read as the client returns it). */
+function typed(t: MergeTable, names: readonly string[]): ReadColumn[] {
+  return names.map((n) => t.columnTypes.find((c) => c.name === n) ?? n);
+}
+
 function sourceOf(t: MergeTable, kind: MergeKind): ChunkSource {
+  const key = typed(t, t.primaryKey);
   return kind === 'rows'
-    ? { schema: t.schema, table: t.table, columns: t.writableColumns, key: t.primaryKey }
-    : { schema: t.metaSchema, table: t.tombstoneTable, columns: [...t.primaryKey, t.versionColumn], key: t.primaryKey };
+    ? { schema: t.schema, table: t.table, columns: typed(t, t.writableColumns), key }
+    : { schema: t.metaSchema, table: t.tombstoneTable, columns: [...key, t.versionColumn], key };
 }
 
 function toChange(t: MergeTable, kind: MergeKind, row: Record<string, unknown>, version: bigint): RowChange {
@@ -131,14 +141,13 @@ export async function mergeStream(o: MergeStreamOptions): Promise<MergeStreamRes
     const keys = rows.map((r) => t.primaryKey.map((k) => r[k]));
     let classes: MergeClass[] | null = null;
     if (o.target) {
-      const targetRows = await lookupVersions(o.target, t.schema, t.table, t.primaryKey, t.versionColumn, keys);
+      const targetRows = await lookupVersions(o.target, t.schema, t.table, src.key, t.versionColumn, keys);
       const targetTombs = o.targetHasTombstones
-        ? await lookupVersions(o.target, t.metaSchema, t.tombstoneTable, t.primaryKey, t.versionColumn, keys)
+        ? await lookupVersions(o.target, t.metaSchema, t.tombstoneTable, src.key, t.versionColumn, keys)
         : new Map<string, bigint>();
       // A dry run changes nothing, so the tombstones see the target as it was before the rows
       // stream: bring in the source rows that stream would have written.
-      const sourceRows =
-        !o.sink && o.kind === 'tombstones' ? await lookupVersions(o.source, t.schema, t.table, t.primaryKey, t.versionColumn, keys) : null;
+      const sourceRows = !o.sink && o.kind === 'tombstones' ? await lookupVersions(o.source, t.schema, t.table, src.key, t.versionColumn, keys) : null;
       classes = rows.map((r, i) => {
         const id = keyIdOf(keys[i]!);
         const v = BigInt(r[t.versionColumn] as string);

@@ -2,6 +2,7 @@
 // looks up the versions a peer holds for a chunk's keys, and names tables for the merge.
 import type { Connection, RowDataPacket } from 'mysql2/promise';
 import type { TableSelector } from '../capture/filter.ts';
+import { bindKeyValue, columnName, type ReadColumn } from '../sql/column-read.ts';
 import { TABLE_EXISTS_SQL } from '../sql/introspect.ts';
 import { countRowsSql, ESTIMATED_ROWS_SQL, keyBoundParams, lookupVersionsSql, rangeVersionsSql, selectChunkSql, TABLES_WITH_COLUMN_SQL } from '../sql/copy.ts';
 
@@ -10,9 +11,14 @@ export type KeyValues = unknown[];
 export interface ChunkSource {
   schema: string;
   table: string;
-  /** Columns read; must include the key columns. */
-  columns: readonly string[];
-  key: readonly string[];
+  /** Columns read (typed ones exactly, see sql/column-read.ts); must include the key columns. */
+  columns: readonly ReadColumn[];
+  key: readonly ReadColumn[];
+}
+
+/** A key's values as bound parameters (integers as bigint, so they compare exactly). */
+export function keyParams(key: readonly ReadColumn[], values: KeyValues): unknown[] {
+  return keyBoundParams(values.map((v, i) => bindKeyValue(key[i]!, v)));
 }
 
 export interface ReadOptions {
@@ -44,7 +50,7 @@ export async function* readChunks(conn: Connection, src: ChunkSource, options: R
   const maxBytes = options.maxChunkBytes ?? 32 << 20;
   const fetch = async (after: KeyValues | undefined, n: number): Promise<RowDataPacket[]> => {
     const sql = selectChunkSql(src.schema, src.table, src.columns, src.key, n, after === undefined);
-    const [rows] = await conn.query<RowDataPacket[]>(sql, after === undefined ? [] : keyBoundParams(after));
+    const [rows] = await conn.query<RowDataPacket[]>(sql, after === undefined ? [] : keyParams(src.key, after));
     return rows;
   };
   let pending: Promise<RowDataPacket[]> | null = fetch(options.after, limit);
@@ -57,7 +63,7 @@ export async function* readChunks(conn: Connection, src: ChunkSource, options: R
         if (limit > 1 && rows.reduce((n, r) => n + approxRowBytes(r), 0) > maxBytes) limit = Math.max(1, Math.floor(limit / 2));
         const tail = rows[rows.length - 1]!;
         pending = fetch(
-          src.key.map((k) => tail[k]),
+          src.key.map((k) => tail[columnName(k)]),
           limit,
         );
       }
@@ -96,19 +102,19 @@ export async function lookupVersions(
   conn: Connection,
   schema: string,
   table: string,
-  key: readonly string[],
+  key: readonly ReadColumn[],
   versionColumn: string,
   keys: readonly KeyValues[],
 ): Promise<Map<string, bigint>> {
   const found = new Map<string, bigint>();
   if (keys.length === 0) return found;
   const collect = (rows: RowDataPacket[]) => {
-    for (const r of rows) found.set(keyIdOf(key.map((k) => r[k])), BigInt(r[versionColumn] as string));
+    for (const r of rows) found.set(keyIdOf(key.map((k) => r[columnName(k)])), BigInt(r[versionColumn] as string));
   };
   const limit = 2 * keys.length + 16;
   const [ranged] = await conn.query<RowDataPacket[]>(rangeVersionsSql(schema, table, key, versionColumn, limit), [
-    ...keyBoundParams(keys[0]!),
-    ...keyBoundParams(keys[keys.length - 1]!),
+    ...keyParams(key, keys[0]!),
+    ...keyParams(key, keys[keys.length - 1]!),
   ]);
   if (ranged.length < limit) {
     collect(ranged);
@@ -116,7 +122,7 @@ export async function lookupVersions(
   }
   for (let i = 0; i < keys.length; i += LOOKUP_KEYS) {
     const part = keys.slice(i, i + LOOKUP_KEYS);
-    const [rows] = await conn.query<RowDataPacket[]>(lookupVersionsSql(schema, table, key, versionColumn, part.length), part.flat());
+    const [rows] = await conn.query<RowDataPacket[]>(lookupVersionsSql(schema, table, key, versionColumn, part.length), part.flatMap((k) => k.map((v, j) => bindKeyValue(key[j]!, v))));
     collect(rows);
   }
   return found;
@@ -135,7 +141,7 @@ export async function rowsToRead(conn: Connection, src: ChunkSource, after?: Key
   const [est] = await conn.query<RowDataPacket[]>(ESTIMATED_ROWS_SQL, [src.schema, src.table]);
   const estimate = Number(est[0]?.n ?? 0);
   if (estimate > EXACT_COUNT_UP_TO) return { rows: estimate, estimated: true };
-  const [rows] = await conn.query<RowDataPacket[]>(countRowsSql(src.schema, src.table, src.key, after !== undefined), after === undefined ? [] : keyBoundParams(after));
+  const [rows] = await conn.query<RowDataPacket[]>(countRowsSql(src.schema, src.table, src.key, after !== undefined), after === undefined ? [] : keyParams(src.key, after));
   return { rows: Number(rows[0]?.n ?? 0), estimated: false };
 }
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { canonicalJson, canonicalValue, classify, compareKeys, effectiveState, keyParam, lwwWinner, sameState } from '../../src/checker/compare-values.ts';
+import { canonicalJson, canonicalValue, classify, compareKeys, effectiveState, isFinding, keyParam, lwwWinner, sameState } from '../../src/checker/compare-values.ts';
 import { formatStateReport, type NodeState, type StateReport, stateReportToJson } from '../../src/checker/report.ts';
 
 const col = (dataType: string, columnType = dataType, json = false) => ({ name: 'c', dataType, columnType, json });
@@ -65,12 +65,25 @@ describe('canonical values', () => {
 });
 
 describe('key states and their classification', () => {
-  it('a key with a row and a tombstone is in the state of the higher version; a tie goes to the tombstone', () => {
+  it('a row is the state whatever tombstone sits beside it; an equal or newer tombstone is kept with it', () => {
     const r = { version: 10n, values: {} };
     expect(effectiveState(r, 5n)).toEqual({ kind: 'row', version: 10n, values: {} });
-    expect(effectiveState(r, 12n)).toEqual({ kind: 'tombstone', version: 12n });
-    expect(effectiveState(r, 10n)).toEqual({ kind: 'tombstone', version: 10n });
+    expect(effectiveState(r, 12n)).toEqual({ kind: 'row', version: 10n, values: {}, tombstone: 12n });
+    expect(effectiveState(r, 10n)).toEqual({ kind: 'row', version: 10n, values: {}, tombstone: 10n });
+    expect(effectiveState(undefined, 10n)).toEqual({ kind: 'tombstone', version: 10n });
     expect(effectiveState(undefined, undefined)).toEqual({ kind: 'absent' });
+  });
+  it('a row under a tombstone is a finding even when both nodes show the same, and LWW says the tombstone wins', () => {
+    const under: NodeState = { kind: 'row', version: 5n, values: { v: 'x' }, tombstone: 7n };
+    expect(isFinding(under, under)).toBe(true);
+    expect(classify(under, under)).toBe('row_under_tombstone');
+    expect(lwwWinner(under, under)).toBeNull();
+    expect(classify(tomb(7n), under)).toBe('row_under_tombstone');
+    expect(lwwWinner(tomb(7n), under)).toBe('a');
+    expect(lwwWinner(under, tomb(7n))).toBe('b');
+    expect(lwwWinner(under, row(8n))).toBe('b');
+    expect(lwwWinner(under, row(6n))).toBe('a');
+    expect(isFinding(row(5n), row(5n))).toBe(false);
   });
   it('classifies every pair of differing states from the reference node', () => {
     expect(classify(row(5n), absent)).toBe('missing_row');
@@ -115,7 +128,7 @@ describe('report rendering', () => {
         tombstoneChunks: 1,
         tombstoneChunksDiffering: 0,
         rowsFetched: 4,
-        counts: { missing_row: 0, extra_row: 0, value_mismatch: 1, version_mismatch: 0, tombstone_vs_row: 0, tombstone_mismatch: 0 },
+        counts: { missing_row: 0, extra_row: 0, value_mismatch: 1, version_mismatch: 0, tombstone_vs_row: 0, tombstone_mismatch: 0, row_under_tombstone: 0, unexplained_chunk: 0 },
         findings: [
           {
             table: 'db.t',

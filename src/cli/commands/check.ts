@@ -11,8 +11,9 @@ const HELP = `usage:
                  [--version-column _lww_ts] [--chunk-rows 10000] [--max-findings 10000] [--json]
       Compares every node with the first, table by table in primary-key order, by chunk checksums
       computed on the servers; rows are read only where a chunk differs. Each differing key is shown
-      with its state on both nodes (row, tombstone or absent), a class and the node LWW says wins.
-      Tables: --tables, else every table registered in <meta-schema>.tables on the first node.
+      with its state on both nodes (row, tombstone or absent), a class and the node LWW says wins;
+      a differing chunk whose rows compare equal is reported as unexplained_chunk.
+      Tables: --tables, else every table registered in <meta-schema>.tables on any node.
       --chunk-size is a deprecated name of --chunk-rows.`;
 
 export async function run(argv: string[]): Promise<number> {

@@ -1,0 +1,92 @@
+// How a column is read so that its value survives the trip to JS and back exactly, and how a key
+// read that way is bound again. The copy, sync and the state check read through these; pure text.
+//
+// mysql2's text protocol gives most types exactly (bigints and DECIMALs as strings, dates as
+// strings), except: FLOAT arrives as 6 significant digits (37.774929 → 37.7749), DOUBLE as a JS
+// number (-0 becomes 0 once printed), and GEOMETRY parsed into objects without its SRID.
+import { quoteIdent } from './quote.ts';
+
+/** A column as the readers need it: information_schema DATA_TYPE (lower case) and COLUMN_TYPE. */
+export interface TypedColumn {
+  name: string;
+  dataType: string;
+  columnType: string;
+}
+
+/** A column to read: its name alone reads it as mysql2 returns it (no type known). */
+export type ReadColumn = string | TypedColumn;
+
+export const INT_TYPES = new Set(['tinyint', 'smallint', 'mediumint', 'int', 'integer', 'bigint', 'year']);
+export const DECIMAL_TYPES = new Set(['decimal', 'numeric', 'fixed']);
+export const FLOAT_TYPES = new Set(['float', 'double', 'real', 'double precision']);
+export const SPATIAL_TYPES = new Set([
+  'geometry',
+  'point',
+  'linestring',
+  'polygon',
+  'multipoint',
+  'multilinestring',
+  'multipolygon',
+  'geometrycollection',
+  'geomcollection',
+]);
+export const TEXT_LOB_TYPES = new Set(['tinytext', 'text', 'mediumtext', 'longtext']);
+export const BINARY_LOB_TYPES = new Set(['tinyblob', 'blob', 'mediumblob', 'longblob']);
+
+export function columnName(c: ReadColumn): string {
+  return typeof c === 'string' ? c : c.name;
+}
+
+/**
+ * The expression that reads a column exactly, or undefined when the plain column already is exact:
+ * FLOAT and DOUBLE as the text of their exact double value (the server prints the shortest text that
+ * parses back to the same double, -0 included), spatial values as their stored bytes (SRID + WKB,
+ * which both engines accept back into a spatial column).
+ */
+export function exactReadExpr(c: TypedColumn, qualifier?: string): string | undefined {
+  const q = qualified(c.name, qualifier);
+  if (c.dataType === 'float') return `CAST(CAST(${q} AS DOUBLE) AS CHAR)`;
+  if (FLOAT_TYPES.has(c.dataType)) return `CAST(${q} AS CHAR)`;
+  if (SPATIAL_TYPES.has(c.dataType)) return `CAST(${q} AS BINARY)`;
+  return undefined;
+}
+
+export function qualified(name: string, qualifier?: string): string {
+  return qualifier ? `${qualifier}.${quoteIdent(name)}` : quoteIdent(name);
+}
+
+/** Select-list items reading columns exactly, each under its own name. */
+export function exactSelectList(columns: readonly ReadColumn[], qualifier?: string): string {
+  return columns
+    .map((c) => {
+      if (typeof c === 'string') return qualified(c, qualifier);
+      const expr = exactReadExpr(c, qualifier);
+      return expr ? `${expr} AS ${quoteIdent(c.name)}` : qualified(c.name, qualifier);
+    })
+    .join(', ');
+}
+
+/**
+ * A bound key value, cast where a plain parameter would compare inexactly: DECIMAL and floating-point
+ * keys compare against a value of their own type (a string compares with a number column as a
+ * double). Integer keys are bound as bigint (bindKeyValue), which the client renders exactly.
+ */
+export function keyPlaceholder(c: ReadColumn): string {
+  if (typeof c === 'string') return '?';
+  const t = c.dataType;
+  if (DECIMAL_TYPES.has(t)) {
+    const m = /\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\)/.exec(c.columnType);
+    return `CAST(? AS DECIMAL(${m ? m[1] : '65'},${m?.[2] ?? '0'}))`;
+  }
+  if (t === 'float') return 'CAST(? AS FLOAT)';
+  if (FLOAT_TYPES.has(t)) return 'CAST(? AS DOUBLE)';
+  return '?';
+}
+
+/** A key value read exactly, as a bound parameter: integers as bigint (rendered exactly), the rest as read. */
+export function bindKeyValue(c: ReadColumn, value: unknown): unknown {
+  if (typeof c !== 'string' && INT_TYPES.has(c.dataType) && (typeof value === 'string' || typeof value === 'number') && /^-?\d+$/.test(String(value))) {
+    return BigInt(String(value));
+  }
+  return value;
+}
