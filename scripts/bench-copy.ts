@@ -9,7 +9,7 @@ import type { Connection } from 'mysql2/promise';
 import { connect } from '../src/db/connection.ts';
 import { install } from '../src/install/install.ts';
 import { startServers } from '../src/servers/index.ts';
-import { replaceSql } from '../src/sql/dml.ts';
+import { replaceRows } from '../src/sql/dml.ts';
 import { quoteIdent } from '../src/sql/quote.ts';
 import { copyTables } from '../src/sync/initial-copy.ts';
 import { readChunks } from '../src/sync/table-reader.ts';
@@ -82,17 +82,18 @@ async function replaceCopy(source: string, target: string): Promise<number> {
   const src = await connect(source);
   const dst = await connect(target);
   await dst.query('SET @lww_apply = 1');
-  const shape = { schema: DB, table: 't', columns: COLUMNS, primaryKey: ['id'], versionColumn: '_lww_ts' };
+  const shape = { schema: DB, table: 't', columns: COLUMNS, primaryKey: ['id'], versionColumn: '_lww_ts', keyPlaceholders: ['?'] };
   const perStatement = 1000;
   let n = 0;
   const start = process.hrtime.bigint();
   for await (const rows of readChunks(src, { schema: DB, table: 't', columns: COLUMNS, key: ['id'] }, { chunkRows: CHUNK })) {
     for (let i = 0; i < rows.length; i += perStatement) {
       const part = rows.slice(i, i + perStatement);
-      await dst.execute(
-        replaceSql(shape, part.length),
-        part.flatMap((r) => COLUMNS.map((c) => r[c] as string | number)),
+      const stmt = replaceRows(
+        shape,
+        part.map((r) => COLUMNS.map((c) => r[c] as string | number)),
       );
+      await dst.execute(stmt.sql, stmt.values);
     }
     n += rows.length;
   }

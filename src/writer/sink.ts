@@ -15,6 +15,7 @@ import { type Dialect, dialectFromVersion } from '../sql/dialect.ts';
 import { VERSION_SQL } from '../sql/introspect.ts';
 import { applyBatch, type CheckpointAdvance, StatementError } from './apply.ts';
 import { coalesce } from './coalesce.ts';
+import { dropUnmovedKeyDeletes, keyMovesToCheck } from './key-moves.ts';
 import { parseSinkOptions, type SinkOptions, type SinkOptionsInput } from './options.ts';
 import { type KeyOp, type PreparedTransaction, prepareTransaction } from './prepare.ts';
 import { backoffDelay, isConnectionLost, isRetryable, serverMessage } from './retry.ts';
@@ -205,6 +206,8 @@ class LwwSink implements Sink {
       if (!metas.has(k)) metas.set(k, this.metadata.peek(c.schema, c.table) ?? (await this.metadata.get(c.schema, c.table)));
     }
     const prepared = prepareTransaction(txn, (c: RowChange) => metas.get(tableKey(c.schema, c.table))!);
+    const moves = keyMovesToCheck(prepared);
+    if (moves.length > 0) await dropUnmovedKeyDeletes(await this.adminConn(), this.options.metaSchema, prepared, moves);
     if (prepared.bytes > limits.maxTransactionBytes) {
       throw new InvalidChangeError(
         `transaction at ${txn.position} is about ${prepared.bytes} bytes, more than limits.maxTransactionBytes (${limits.maxTransactionBytes})`,

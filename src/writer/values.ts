@@ -1,10 +1,11 @@
 // Converts row-image values to what the server stores exactly, per column type, and rejects values
 // that cannot be stored faithfully. Runs at validation time, before anything is written.
 import type { ColumnMeta } from '../model/table.ts';
+import type { SqlValue } from '../sql/dml.ts';
+
+export type { SqlValue } from '../sql/dml.ts';
 
 export class ValueError extends Error {}
-
-export type SqlValue = string | number | Buffer | null;
 
 const INT_TYPES = new Set(['tinyint', 'smallint', 'mediumint', 'int', 'integer', 'bigint']);
 const DECIMAL_TYPES = new Set(['decimal', 'numeric']);
