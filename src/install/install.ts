@@ -33,11 +33,11 @@ import {
   unregisterTableSql,
 } from '../sql/install.ts';
 import { quoteIdent } from '../sql/quote.ts';
-import { dropTriggerSql, type TriggerDefinition, triggerDefinitions } from '../sql/triggers.ts';
+import { dropTriggerSql, TRIGGER_KINDS, type TriggerDefinition, triggerDefinitions } from '../sql/triggers.ts';
 import { type Logger, silentLogger } from '../writer/options.ts';
 import { loadTableMeta } from '../writer/table-metadata.ts';
 import { inspectTable, type TableInspection } from './inspect.ts';
-import { ensureMetaSchema, ensureTombstoneTable } from './provision.ts';
+import { ensureMetaSchema, ensureTombstoneTable, enterApplySession } from './provision.ts';
 import { baseTablesOf, checkTableSelection, formatTableRef, type TableRef } from './table-list.ts';
 
 export type { TableRef } from './table-list.ts';
@@ -150,8 +150,8 @@ async function withSession<T>(options: InstallTarget, work: (conn: Connection) =
   let saved: RowDataPacket | undefined;
   try {
     if (!owned) [[saved]] = await conn.query<RowDataPacket[]>(SAVE_SESSION_SQL);
-    // Install's own writes (backfill) keep the version they set; triggers get a fixed sql_mode.
-    await conn.query(SET_SESSION_SQL, [1, TRIGGER_SQL_MODE]);
+    // Triggers get a fixed sql_mode; the session becomes an apply session once the secret exists.
+    await conn.query(SET_SESSION_SQL, [null, TRIGGER_SQL_MODE]);
     return await work(conn);
   } finally {
     if (owned) await conn.end().catch(() => conn.destroy());
@@ -297,6 +297,8 @@ export async function install(options: InstallOptions): Promise<InstallResult> {
 
     const warnings: string[] = [];
     await ensureMetaSchema(conn, metaSchema);
+    // Install's own writes (backfill) keep the version they set.
+    await enterApplySession(conn, metaSchema);
     if (recorded === undefined) {
       try {
         await conn.query(insertNodeIdSql(metaSchema), [nodeId]);
@@ -372,7 +374,7 @@ export async function uninstall(options: UninstallOptions): Promise<UninstallRes
       const reg = registry.get(name);
       const existing = await triggersOn(conn, ref.schema, ref.table);
       const droppedTriggers: string[] = [];
-      for (const kind of ['bi', 'bu', 'ad'] as const) {
+      for (const kind of TRIGGER_KINDS) {
         const trigger = triggerName(ref.table, kind);
         if (!existing.has(trigger)) continue;
         await conn.query(dropTriggerSql(ref.schema, trigger));

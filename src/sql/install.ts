@@ -1,6 +1,7 @@
 // Statement text for install / uninstall: the node and table registry in the metadata schema, the
 // version column, its backfill, and the catalog reads that decide what is already there.
 // Pure functions; values are bound (`?`).
+import { APPLY_SECRET_TABLE } from '../model/names.ts';
 import { quoteIdent, quoteTable } from './quote.ts';
 import { NOW_MICROS_SQL } from './triggers.ts';
 
@@ -36,6 +37,14 @@ export const SAVE_SESSION_SQL = 'SELECT @lww_apply AS apply, @@SESSION.sql_mode 
 
 /** Bound: @lww_apply value, sql_mode. */
 export const SET_SESSION_SQL = 'SET @lww_apply = ?, SESSION sql_mode = ?';
+
+/**
+ * Makes this session a replicator session: @lww_apply takes the node's secret, so the triggers
+ * keep the versions it writes. Needs SELECT on the metadata schema (applications have none).
+ */
+export function enterApplySessionSql(metaSchema: string): string {
+  return `SET @lww_apply = (SELECT secret FROM ${quoteTable(metaSchema, APPLY_SECRET_TABLE)} WHERE singleton = 1)`;
+}
 
 export function selectNodeIdSql(metaSchema: string): string {
   return `SELECT node_id AS nodeId FROM ${quoteTable(metaSchema, 'node')} WHERE singleton = 1`;
@@ -87,7 +96,7 @@ export function dropVersionColumnSql(schema: string, table: string, versionColum
 
 /**
  * Gives up to `limit` unversioned rows (version 0) a version of this node: (now_us << 10) | node id,
- * the same integer math as the triggers. Run with @lww_apply set so the update trigger keeps it.
+ * the same integer math as the triggers. Run in an apply session so the update trigger keeps it.
  * Bound: node id.
  */
 export function backfillVersionSql(schema: string, table: string, versionColumn: string, limit: number): string {

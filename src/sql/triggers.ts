@@ -4,10 +4,10 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { MAX_NODE_ID } from '../model/version.ts';
-import { triggerName } from '../model/names.ts';
+import { APPLY_SECRET_TABLE, triggerName } from '../model/names.ts';
 import { quoteIdent, quoteList, quoteTable } from './quote.ts';
 
-export type TriggerKind = 'bi' | 'bu' | 'ad';
+export type TriggerKind = 'bi' | 'ai' | 'bu' | 'au' | 'ad';
 
 export interface TriggerTarget {
   schema: string;
@@ -37,9 +37,17 @@ export const NOW_MICROS_SQL = "CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00
 
 const KINDS: readonly { kind: TriggerKind; timing: TriggerDefinition['timing']; event: TriggerDefinition['event'] }[] = [
   { kind: 'bi', timing: 'BEFORE', event: 'INSERT' },
+  { kind: 'ai', timing: 'AFTER', event: 'INSERT' },
   { kind: 'bu', timing: 'BEFORE', event: 'UPDATE' },
+  { kind: 'au', timing: 'AFTER', event: 'UPDATE' },
   { kind: 'ad', timing: 'AFTER', event: 'DELETE' },
 ];
+
+/** Every trigger kind install creates, in creation order (uninstall drops these names). */
+export const TRIGGER_KINDS: readonly TriggerKind[] = KINDS.map((k) => k.kind);
+
+/** Physical parts at or above this do not fit a version: (2^54 << 10) wraps to 0. */
+const MAX_PHYSICAL = 1n << 54n;
 
 let templates: string[] | undefined;
 
@@ -72,7 +80,7 @@ function render(template: string, vars: Record<string, string>): string {
   });
 }
 
-/** The three triggers of one table (before insert, before update, after delete). */
+/** The triggers of one table: before and after insert, before and after update, after delete. */
 export function triggerDefinitions(target: TriggerTarget): TriggerDefinition[] {
   if (!Number.isInteger(target.nodeId) || target.nodeId < 0 || target.nodeId > MAX_NODE_ID) {
     throw new RangeError(`node id must be an integer in 0..${MAX_NODE_ID}, got ${target.nodeId}`);
@@ -100,6 +108,8 @@ export function triggerDefinitions(target: TriggerTarget): TriggerDefinition[] {
     key_unchanged: pairs(ofNew, ofOld),
     now_us: NOW_MICROS_SQL,
     node_id: String(target.nodeId),
+    secret: quoteTable(target.metaSchema, APPLY_SECRET_TABLE),
+    max_physical: MAX_PHYSICAL.toString(),
   };
   const texts = triggerTemplates();
   return KINDS.map((k, i) => {

@@ -6,9 +6,10 @@ import type { Connection, RowDataPacket } from 'mysql2/promise';
 import type { ConnectionOptions } from 'mysql2/promise';
 import { ApplyError, InvalidChangeError, OwnershipLostError, SinkClosedError } from '../errors.ts';
 import { connect, type Target } from '../db/connection.ts';
-import { ensureMetaSchema, ensureTombstoneTable } from '../install/provision.ts';
+import { ensureMetaSchema, ensureTombstoneTable, enterApplySession } from '../install/provision.ts';
 import { parseSourceTransaction, type RowChange, type SourceTransactionInput } from '../model/change.ts';
 import type { TableMeta } from '../model/table.ts';
+import { physicalMicrosOf } from '../model/version.ts';
 import { tableKey } from '../model/table.ts';
 import { claimCheckpointSql, readCheckpointSql } from '../sql/checkpoint.ts';
 import { type Dialect, dialectFromVersion } from '../sql/dialect.ts';
@@ -122,16 +123,28 @@ class LwwSink implements Sink {
         'SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ',
         "SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION,NO_AUTO_VALUE_ON_ZERO,ERROR_FOR_DIVISION_BY_ZERO'",
         `SET SESSION innodb_lock_wait_timeout = ${Number(timeouts.lockWaitSeconds)}`,
-        // Triggers skip the sink's own writes, so rows keep the version they carry.
-        'SET @lww_apply = 1',
       ],
     });
+  }
+
+  /** A connection whose writes keep the versions they carry (the triggers check the node's secret). */
+  private async connectApply(): Promise<Connection> {
+    await this.adminConn();
+    const conn = await this.connect();
+    try {
+      await enterApplySession(conn, this.options.metaSchema);
+    } catch (err) {
+      conn.destroy();
+      throw err;
+    }
+    return conn;
   }
 
   private adminConn(): Promise<Connection> {
     if (!this.admin) {
       const p = this.connect().then(async (conn) => {
         await ensureMetaSchema(conn, this.options.metaSchema);
+        await enterApplySession(conn, this.options.metaSchema);
         conn.on('error', () => {
           if (this.admin === p) this.admin = null;
         });
@@ -190,6 +203,17 @@ class LwwSink implements Sink {
     this.assertUsable();
     const txn = parseSourceTransaction(input);
     const { limits } = this.options;
+    // A version from the future would win every conflict until the clocks catch up: refuse it, named.
+    const latest = (BigInt(Date.now() + limits.maxFutureMs) * 1000n) << 10n | 1023n;
+    txn.changes.forEach((c, i) => {
+      if (c.version > latest) {
+        throw new InvalidChangeError(
+          `change #${i} (${c.schema}.${c.table}, ${c.op}) at ${txn.position}: version ${c.version} is ${(physicalMicrosOf(c.version) / 1000n - BigInt(Date.now())).toString()} ms ahead of this sink's clock, more than limits.maxFutureMs (${limits.maxFutureMs})`,
+          i,
+          'version',
+        );
+      }
+    });
     if (txn.changes.length > limits.maxTransactionRows) {
       throw new InvalidChangeError(
         `transaction at ${txn.position} has ${txn.changes.length} changes, more than limits.maxTransactionRows (${limits.maxTransactionRows})`,
@@ -383,7 +407,7 @@ class LwwSink implements Sink {
     for (let attempt = 1; ; attempt++) {
       try {
         if (!this.applyConn) {
-          const conn = await this.connect();
+          const conn = await this.connectApply();
           conn.on('error', () => {
             if (this.applyConn === conn) this.applyConn = null;
           });
