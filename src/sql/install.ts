@@ -17,6 +17,12 @@ export const TABLE_TRIGGERS_SQL =
   'SELECT TRIGGER_NAME AS name, ACTION_TIMING AS timing, EVENT_MANIPULATION AS event FROM information_schema.TRIGGERS' +
   ' WHERE EVENT_OBJECT_SCHEMA = ? AND EVENT_OBJECT_TABLE = ?';
 
+/** CHECK clauses of a table: MariaDB's JSON is LONGTEXT with CHECK (json_valid(`col`)) (bound: schema, table). */
+export const CHECK_CLAUSES_SQL =
+  'SELECT cc.CHECK_CLAUSE AS clause FROM information_schema.TABLE_CONSTRAINTS tc JOIN information_schema.CHECK_CONSTRAINTS cc' +
+  ' ON cc.CONSTRAINT_SCHEMA = tc.CONSTRAINT_SCHEMA AND cc.CONSTRAINT_NAME = tc.CONSTRAINT_NAME' +
+  " WHERE tc.TABLE_SCHEMA = ? AND tc.TABLE_NAME = ? AND tc.CONSTRAINT_TYPE = 'CHECK'";
+
 /** Foreign keys of a table whose actions change its rows without firing its triggers (bound: schema, table). */
 export const CASCADING_FOREIGN_KEYS_SQL =
   'SELECT CONSTRAINT_NAME AS name, REFERENCED_TABLE_NAME AS parent, DELETE_RULE AS onDelete, UPDATE_RULE AS onUpdate' +

@@ -69,7 +69,17 @@ interface Waiter {
   reject(err: unknown): void;
 }
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+/** Waits, or ends early when the signal fires (abort() during a retry back-off). */
+const sleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done);
+  });
 
 /** Values in server messages (duplicate entries, bad values) are replaced before they reach logs. */
 function redact(message: string): string {
@@ -100,6 +110,7 @@ class LwwSink implements Sink {
   private closed = false;
   private readonly counters = emptyStats();
   private rejectFailed: (err: unknown) => void = () => undefined;
+  private readonly aborted = new AbortController();
   readonly failed: Promise<never> = new Promise<never>((_, reject) => {
     this.rejectFailed = reject;
   });
@@ -193,8 +204,14 @@ class LwwSink implements Sink {
   }
 
   write(input: SourceTransactionInput): Promise<void> {
-    // Writes are validated and queued strictly in call order, even when callers do not await.
-    const run = this.writeChain.then(() => this.accept(input));
+    // Writes are validated and queued strictly in call order, even when callers do not await. A
+    // refused transaction stops the sink: a later position must never commit past it.
+    const run = this.writeChain.then(() =>
+      this.accept(input).catch((err: unknown) => {
+        if (!this.failure && !this.closed) this.fail(err);
+        throw err;
+      }),
+    );
     this.writeChain = run.catch(() => undefined);
     return run;
   }
@@ -316,7 +333,7 @@ class LwwSink implements Sink {
   }
 
   private async drain(): Promise<void> {
-    while (this.pending.length > 0 && !this.failure) {
+    while (this.pending.length > 0 && !this.failure && !this.closed) {
       const { batch } = this.options;
       const full = this.pendingRows >= batch.maxRows || this.pendingBytes >= batch.maxBytes;
       if (!full && !this.flushRequested) return;
@@ -352,7 +369,7 @@ class LwwSink implements Sink {
   private fail(err: unknown): void {
     this.failure = err;
     this.rejectFailed(err);
-    this.options.logger.error('sink stopped: a batch could not be applied', { error: err instanceof Error ? err.message : String(err) });
+    this.options.logger.error('sink stopped: a transaction was refused or a batch could not be applied', { error: err instanceof Error ? err.message : String(err) });
     for (const w of this.waiters) w.reject(err);
     this.waiters = [];
     for (const r of this.drainWaiters) r();
@@ -405,6 +422,8 @@ class LwwSink implements Sink {
     }
     const { retry, timeouts } = this.options;
     for (let attempt = 1; ; attempt++) {
+      // After abort() nothing commits: no new attempt, no reconnect.
+      if (this.closed) throw new SinkClosedError();
       try {
         if (!this.applyConn) {
           const conn = await this.connectApply();
@@ -440,7 +459,7 @@ class LwwSink implements Sink {
           this.counters.retries++;
           const delay = backoffDelay(attempt, retry);
           this.options.logger.warn('sink batch failed, retrying', { attempt, delayMs: delay, error: serverMessage(cause).message });
-          await sleep(delay);
+          await sleep(delay, this.aborted.signal);
           continue;
         }
         const table = err instanceof StatementError ? err.table : undefined;
@@ -491,6 +510,7 @@ class LwwSink implements Sink {
 
   async abort(): Promise<void> {
     this.closed = true;
+    this.aborted.abort();
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     this.pending.length = 0;

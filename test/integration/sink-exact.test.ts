@@ -4,7 +4,7 @@
 import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { connect } from '../../src/db/connection.ts';
-import { createSink, type Sink, type SourceTransactionInput } from '../../src/index.ts';
+import { createSink, InvalidChangeError, type Sink, type SourceTransactionInput } from '../../src/index.ts';
 import { describeEachEngine } from '../helpers/engines.ts';
 import { freshDatabase, rowsOf } from '../helpers/db.ts';
 
@@ -101,5 +101,73 @@ describeEachEngine('LWW sink, exact keys', 1, (ctx) => {
     expect(sink.stats().tables['ex3.t']!.uniqueClashes).toBe(1);
     expect(await conflicts('ex3')).toBe(1);
     expect((await rowsOf(conn, 'ex3', 't', ['id'])).map((r) => r.id)).toEqual([1, 2, 3, 4]);
+  });
+
+  it('values the server would refuse are refused by write(), named, before they can poison a batch', async () => {
+    await freshDatabase(conn, 'ex4', [
+      'CREATE TABLE {{db}}.t (id TINYINT UNSIGNED PRIMARY KEY, f FLOAT NULL, s VARCHAR(3) NULL, j JSON NULL, d DECIMAL(5,2) NULL, dt DATETIME(6) NULL, e ENUM(\'a\',\'b\') NULL, _lww_ts BIGINT UNSIGNED NOT NULL)',
+    ]);
+    const now = BigInt(Date.now()) * 1000n << 10n;
+    const cases: Array<[Record<string, unknown>, RegExp, bigint?]> = [
+      [{ id: 300 }, /after\.id: 300 is out of range/],
+      [{ id: 1, f: Number.NaN }, /after\.f: NaN cannot be stored/],
+      [{ id: 1, f: Number.POSITIVE_INFINITY }, /after\.f: Infinity/],
+      [{ id: 1, f: 1e39 }, /after\.f: .*out of range for FLOAT/],
+      [{ id: 1, s: 'four' }, /after\.s: 4 characters do not fit varchar\(3\)/],
+      [{ id: 1, j: '{not json' }, /after\.j: is not valid JSON/],
+      [{ id: 1, j: { n: 10n } }, /after\.j: cannot be serialized as JSON/],
+      [{ id: 1, d: 12345 }, /after\.d: 12345 is out of range for decimal\(5,2\)/],
+      [{ id: 1, dt: '2024-02-30 10:00:00' }, /after\.dt: .*not a valid date/],
+      [{ id: 1, e: 'c' }, /after\.e: "c" is not one of/],
+      [{ id: 1 }, /version .* ahead of this sink's clock, more than limits\.maxFutureMs/, (BigInt(Date.UTC(2100, 0, 1)) * 1000n) << 10n],
+      [{ id: 1 }, /ahead of this sink's clock/, (1n << 64n) - 1n],
+    ];
+    for (const [after, message, version] of cases) {
+      const sink = sinkFor();
+      const row = { id: 1, f: null, s: null, j: null, d: null, dt: null, e: null, ...after };
+      const err = await sink.write({ sourceId: 'v', position: '1', changes: [{ schema: 'ex4', table: 't', op: 'insert', after: row, version: version ?? now }] }).catch((e: unknown) => e);
+      expect(err, String(message)).toBeInstanceOf(InvalidChangeError);
+      expect((err as Error).message).toMatch(message);
+      expect((err as Error).message).toContain('change #0 (ex4.t, insert)');
+    }
+    expect(await rowsOf(conn, 'ex4', 't', ['id'])).toEqual([]);
+  });
+
+  it('a refused transaction stops the sink: a later position never commits past it, even when nobody awaits', async () => {
+    await freshDatabase(conn, 'ex5', ['CREATE TABLE {{db}}.t (id INT PRIMARY KEY, _lww_ts BIGINT UNSIGNED NOT NULL)']);
+    const sink = sinkFor({ batch: { maxDelayMs: 1000 } });
+    const ins = (id: number): Change => ({ schema: 'ex5', table: 't', op: 'insert', after: { id }, version: BigInt(id) });
+    const first = sink.write({ sourceId: 'stop', position: '1', changes: [ins(1)] });
+    const bad = sink.write({ sourceId: 'stop', position: '2', changes: [{ schema: 'ex5', table: 't', op: 'insert', after: { id: 2, nope: 1 }, version: 2n }] });
+    const later = sink.write({ sourceId: 'stop', position: '3', changes: [ins(3)] });
+    await expect(bad).rejects.toThrow(/column nope does not exist/);
+    await expect(later).rejects.toThrow(/column nope does not exist/);
+    await first.catch(() => undefined);
+    await expect(sink.flush()).rejects.toThrow(/column nope does not exist/);
+    expect((await rowsOf(conn, 'ex5', 't', ['id'])).map((r) => r.id)).not.toContain(3);
+    expect(['1', undefined]).toContain((await sinkFor().checkpoint('stop'))?.position);
+  });
+
+  it('abort() during a retrying batch cancels it: nothing commits afterwards', async () => {
+    await freshDatabase(conn, 'ex6', ['CREATE TABLE {{db}}.t (id INT PRIMARY KEY, v INT, _lww_ts BIGINT UNSIGNED NOT NULL)']);
+    await conn.query('INSERT INTO ex6.t VALUES (1, 0, 1)');
+    const blocker = await connect(url);
+    try {
+      await blocker.query('BEGIN');
+      await blocker.query('SELECT * FROM ex6.t WHERE id = 1 FOR UPDATE');
+      const sink = sinkFor({ timeouts: { lockWaitSeconds: 1 }, retry: { baseMs: 300, maxMs: 300 } });
+      await sink.write({ sourceId: 'ab', position: '1', changes: [{ schema: 'ex6', table: 't', op: 'update', after: { id: 1, v: 9 }, version: 5n }] });
+      const flushed = sink.flush().catch((e: unknown) => e);
+      while (sink.stats().retries < 1) await new Promise((r) => setTimeout(r, 50));
+      await sink.abort();
+      await blocker.query('COMMIT');
+      expect(await flushed).toBeInstanceOf(Error);
+      // Give a wrongly surviving retry loop the time to reconnect and commit.
+      await new Promise((r) => setTimeout(r, 1500));
+      expect((await rowsOf(conn, 'ex6', 't', ['id'])).map((r) => r.v)).toEqual([0]);
+      expect(await sinkFor().checkpoint('ab')).toBeUndefined();
+    } finally {
+      await blocker.end();
+    }
   });
 });

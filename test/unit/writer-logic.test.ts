@@ -46,6 +46,13 @@ describe('versions', () => {
     expect(nodeIdOf(next)).toBe(3);
     expect(nextVersion(undefined, 42n, 1)).toBe(makeVersion(42n, 1));
   });
+  it('makeVersion refuses node ids outside 0..1023 and physical times that would wrap', () => {
+    expect(() => makeVersion(1n, 1024)).toThrow(/node id/);
+    expect(() => makeVersion(1n, -1)).toThrow(/node id/);
+    expect(() => makeVersion(1n, 1.5)).toThrow(/node id/);
+    expect(() => makeVersion(1n << 54n, 1)).toThrow(/does not fit/);
+    expect(makeVersion((1n << 54n) - 1n, 1023)).toBe(MAX_VERSION);
+  });
 });
 
 describe('change validation', () => {
