@@ -160,3 +160,23 @@ BEGIN
       ON DUPLICATE KEY UPDATE {{tomb_version}} = GREATEST({{tomb_version}}, lww_v);
   END IF;
 END
+;
+-- Only on a table whose rows other installed tables reference with ON DELETE CASCADE: cascaded
+-- deletes fire no triggers, so the parent's delete writes the children's tombstones itself, before
+-- the cascade runs (the children still exist), each above the child row and its old tombstone and
+-- at least the parent delete's version (lww_v, the value the AFTER DELETE trigger computes too).
+-- {{cascade_tombstones}} holds one UPDATE + INSERT pair per referencing foreign key.
+CREATE TRIGGER {{name}} BEFORE DELETE ON {{table}} FOR EACH ROW
+BEGIN
+  DECLARE lww_stamp BOOLEAN DEFAULT TRUE;
+  DECLARE lww_prev BIGINT UNSIGNED DEFAULT 0;
+  DECLARE lww_v BIGINT UNSIGNED DEFAULT 0;
+  IF @lww_apply IS NOT NULL THEN
+    SET lww_stamp = NOT (CAST(@lww_apply AS BINARY) <=> (SELECT CAST(secret AS BINARY) FROM {{secret}} WHERE singleton = 1));
+  END IF;
+  IF lww_stamp THEN
+    SELECT GREATEST(OLD.{{version}}, COALESCE(MAX({{tomb_version}}), 0)) INTO lww_prev FROM {{tombstone}} WHERE {{tomb_key_is_old}} FOR UPDATE;
+    SET lww_v = (GREATEST({{now_us}}, (lww_prev >> 10) + 1) << 10) | {{node_id}};
+{{cascade_tombstones}}
+  END IF;
+END

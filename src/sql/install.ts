@@ -17,6 +17,15 @@ export const TABLE_TRIGGERS_SQL =
   'SELECT TRIGGER_NAME AS name, ACTION_TIMING AS timing, EVENT_MANIPULATION AS event FROM information_schema.TRIGGERS' +
   ' WHERE EVENT_OBJECT_SCHEMA = ? AND EVENT_OBJECT_TABLE = ?';
 
+/** Foreign-key columns of tables whose rows reference this one with ON DELETE CASCADE (bound: schema, table). */
+export const CASCADE_CHILDREN_SQL =
+  'SELECT kcu.TABLE_SCHEMA AS childSchema, kcu.TABLE_NAME AS childTable, kcu.CONSTRAINT_NAME AS name,' +
+  ' kcu.COLUMN_NAME AS childColumn, kcu.REFERENCED_COLUMN_NAME AS parentColumn' +
+  ' FROM information_schema.REFERENTIAL_CONSTRAINTS rc JOIN information_schema.KEY_COLUMN_USAGE kcu' +
+  ' ON kcu.CONSTRAINT_SCHEMA = rc.CONSTRAINT_SCHEMA AND kcu.CONSTRAINT_NAME = rc.CONSTRAINT_NAME AND kcu.TABLE_NAME = rc.TABLE_NAME' +
+  " WHERE rc.UNIQUE_CONSTRAINT_SCHEMA = ? AND rc.REFERENCED_TABLE_NAME = ? AND rc.DELETE_RULE = 'CASCADE'" +
+  ' ORDER BY kcu.TABLE_SCHEMA, kcu.TABLE_NAME, kcu.CONSTRAINT_NAME, kcu.ORDINAL_POSITION';
+
 /** CHECK clauses of a table: MariaDB's JSON is LONGTEXT with CHECK (json_valid(`col`)) (bound: schema, table). */
 export const CHECK_CLAUSES_SQL =
   'SELECT cc.CHECK_CLAUSE AS clause FROM information_schema.TABLE_CONSTRAINTS tc JOIN information_schema.CHECK_CONSTRAINTS cc' +
@@ -128,4 +137,9 @@ export function dropTableSql(schema: string, table: string): string {
 
 export function dropSchemaSql(schema: string): string {
   return `DROP DATABASE IF EXISTS ${quoteIdent(schema)}`;
+}
+
+/** Tombstone key columns whose type or collation no longer matches the table's primary key. */
+export function modifyTombstoneColumnsSql(metaSchema: string, tombstoneTable: string, definitions: readonly string[]): string {
+  return `ALTER TABLE ${quoteTable(metaSchema, tombstoneTable)} ${definitions.map((d) => `MODIFY COLUMN ${d}`).join(', ')}`;
 }

@@ -140,6 +140,24 @@ describe('trigger text', () => {
     ]);
   });
 
+  it('a parent of ON DELETE CASCADE children gets a BEFORE DELETE trigger writing their tombstones', () => {
+    const defs = triggerDefinitions({
+      ...items,
+      cascades: [{ schema: 'shop', table: 'lines', primaryKey: ['id'], versionColumn: '_lww_ts', tombstoneTable: 'tomb__shop__lines', columns: [{ child: 'item_id', parent: 'id' }] }],
+    });
+    expect(defs.map((d) => d.name)).toEqual(['lww_bi__items', 'lww_ai__items', 'lww_bu__items', 'lww_au__items', 'lww_ad__items', 'lww_bd__items']);
+    const bd = defs[5]!;
+    expect([bd.timing, bd.event]).toEqual(['BEFORE', 'DELETE']);
+    const LT = '`lww_meta`.`tomb__shop__lines`';
+    const L = '`shop`.`lines`';
+    const hlc = (prev: string) => `((GREATEST(${NOW}, (${prev} >> 10) + 1) << 10) | 7)`;
+    expect(bd.body).toContain(
+      `    UPDATE ${LT} JOIN ${L} ON ${LT}.\`id\` = ${L}.\`id\` SET ${LT}.\`_lww_ts\` = GREATEST(${LT}.\`_lww_ts\`, lww_v, ${hlc(`GREATEST(${L}.\`_lww_ts\`, ${LT}.\`_lww_ts\`)`)}) WHERE ${L}.\`item_id\` = OLD.\`id\`;\n` +
+        `    INSERT INTO ${LT} (\`id\`, \`_lww_ts\`) SELECT ${L}.\`id\`, GREATEST(lww_v, ${hlc(`${L}.\`_lww_ts\``)}) FROM ${L} WHERE ${L}.\`item_id\` = OLD.\`id\` AND NOT EXISTS (SELECT 1 FROM ${LT} WHERE ${LT}.\`id\` = ${L}.\`id\`);`,
+    );
+    expect(bd.body).toContain(`SET lww_v = (GREATEST(${NOW}, (lww_prev >> 10) + 1) << 10) | 7;`);
+  });
+
   it('the body is the statement after FOR EACH ROW, as the server stores it', () => {
     for (const d of triggerDefinitions(items)) {
       expect(d.body.startsWith('BEGIN\n')).toBe(true);
