@@ -48,7 +48,9 @@ export interface TombstoneShape {
 const ROW_ALIAS = '_lww_new';
 const TOMB_ALIAS = '_lww_tomb';
 const INDEX_COLUMN = '_lww_i';
-const VERSION_PLACEHOLDER = 'CAST(? AS UNSIGNED)';
+// Not CAST(? AS UNSIGNED): MySQL types that parameter as a signed BIGINT and clips values above 2^63.
+const UNSIGNED_PLACEHOLDER = 'CAST(? AS DECIMAL(20,0))';
+const VERSION_PLACEHOLDER = UNSIGNED_PLACEHOLDER;
 const SAFE_NAME = /^[A-Za-z0-9_]+$/;
 
 /**
@@ -67,7 +69,7 @@ export function keyPlaceholder(col: ColumnType): string {
     case 'int':
     case 'integer':
     case 'bigint':
-      return ct.includes('unsigned') ? 'CAST(? AS UNSIGNED)' : 'CAST(? AS SIGNED)';
+      return ct.includes('unsigned') ? UNSIGNED_PLACEHOLDER : 'CAST(? AS SIGNED)';
     case 'decimal':
     case 'numeric': {
       const m = /\((\d+)(?:,(\d+))?\)/.exec(ct);
@@ -230,7 +232,7 @@ export function readBackVersions(shape: TableShape, tomb: TombstoneShape, keys: 
   const target = quoteTable(shape.schema, shape.table);
   const tombTable = quoteTable(tomb.metaSchema, tomb.tombstoneTable);
   const names = [INDEX_COLUMN, ...shape.primaryKey.map((_, i) => `_lww_k${i}`)];
-  const exprs = ['CAST(? AS UNSIGNED)', ...shape.keyPlaceholders];
+  const exprs = ['CAST(? AS SIGNED)', ...shape.keyPlaceholders];
   const ref = (i: number) => `${quoteIdent(ROW_ALIAS)}.${quoteIdent(names[i + 1]!)}`;
   const on = (table: string) => shape.primaryKey.map((k, i) => `${table}.${quoteIdent(k)} = ${ref(i)}`).join(' AND ');
   const v = quoteIdent(shape.versionColumn);

@@ -39,7 +39,7 @@ describe('typed key placeholders', () => {
   const col = (dataType: string, columnType: string, charset: string | null = null, collation: string | null = null) => ({ dataType, columnType, charset, collation });
   it('cast each key value to its column type and collation, so the server compares as the index does', () => {
     expect(keyPlaceholder(col('int', 'int'))).toBe('CAST(? AS SIGNED)');
-    expect(keyPlaceholder(col('bigint', 'bigint unsigned'))).toBe('CAST(? AS UNSIGNED)');
+    expect(keyPlaceholder(col('bigint', 'bigint unsigned'))).toBe('CAST(? AS DECIMAL(20,0))');
     expect(keyPlaceholder(col('decimal', 'decimal(10,2)'))).toBe('CAST(? AS DECIMAL(10,2))');
     expect(keyPlaceholder(col('datetime', 'datetime(6)'))).toBe('CAST(? AS DATETIME(6))');
     expect(keyPlaceholder(col('timestamp', 'timestamp(3)'))).toBe('CAST(? AS DATETIME(3))');
@@ -52,7 +52,7 @@ describe('typed key placeholders', () => {
 
 describe('LWW upsert', () => {
   const head = 'INSERT INTO `db`.`t` (`id`, `name`, `_lww_ts`) SELECT `_lww_new`.`id`, `_lww_new`.`name`, `_lww_new`.`_lww_ts` FROM (';
-  const rows = 'SELECT CAST(? AS SIGNED) AS `id`, ? AS `name`, CAST(? AS UNSIGNED) AS `_lww_ts` UNION ALL SELECT CAST(? AS SIGNED), ?, CAST(? AS UNSIGNED)';
+  const rows = 'SELECT CAST(? AS SIGNED) AS `id`, ? AS `name`, CAST(? AS DECIMAL(20,0)) AS `_lww_ts` UNION ALL SELECT CAST(? AS SIGNED), ?, CAST(? AS DECIMAL(20,0))';
   const notTombstoned =
     ') AS `_lww_new` WHERE NOT EXISTS (SELECT 1 FROM `lww_meta`.`tomb__db__t` AS `_lww_tomb` WHERE `_lww_tomb`.`id` = `_lww_new`.`id` AND `_lww_tomb`.`_lww_ts` >= `_lww_new`.`_lww_ts`)';
   it('MySQL: tombstone check, key guard and key assignment in one statement, version assigned last', () => {
@@ -73,7 +73,7 @@ describe('LWW upsert', () => {
     const newer = 'VALUES(`_lww_ts`) > `db`.`t`.`_lww_ts` AND VALUES(`id`) = `db`.`t`.`id`';
     const expected =
       head.replace('FROM (', 'FROM (') +
-      'SELECT CAST(? AS SIGNED) AS `id`, ? AS `name`, CAST(? AS UNSIGNED) AS `_lww_ts`' +
+      'SELECT CAST(? AS SIGNED) AS `id`, ? AS `name`, CAST(? AS DECIMAL(20,0)) AS `_lww_ts`' +
       notTombstoned +
       ' ON DUPLICATE KEY UPDATE ' +
       `\`id\` = IF(${newer}, VALUES(\`id\`), \`db\`.\`t\`.\`id\`), ` +
@@ -84,7 +84,7 @@ describe('LWW upsert', () => {
   });
   it('a composite key is typed, guarded and tombstone-matched on every column', () => {
     const { sql } = lwwUpsert(composite, ctomb, [['2024-01-01 10:00:00', 'A', 'x', '5']], 'mysql');
-    expect(sql).toContain(`SELECT ${DT} AS \`a\`, ${CI} AS \`b\`, ? AS \`v\`, CAST(? AS UNSIGNED) AS \`_lww_ts\``);
+    expect(sql).toContain(`SELECT ${DT} AS \`a\`, ${CI} AS \`b\`, ? AS \`v\`, CAST(? AS DECIMAL(20,0)) AS \`_lww_ts\``);
     expect(sql).toContain('`_lww_tomb`.`a` = `_lww_new`.`a` AND `_lww_tomb`.`b` = `_lww_new`.`b` AND `_lww_tomb`.`_lww_ts` >= `_lww_new`.`_lww_ts`');
     expect(sql).toContain('`_lww_new`.`a` = `db`.`t`.`a` AND `_lww_new`.`b` = `db`.`t`.`b`');
     expect(sql.endsWith('`db`.`t`.`_lww_ts`)')).toBe(true);
@@ -110,13 +110,13 @@ describe('bypass, tombstone, delete and read-back statements', () => {
     const newer = '`_lww_new`.`_lww_ts` > `lww_meta`.`tomb__db__t`.`_lww_ts`';
     expect(upsertTombstones(tomb, [['1', '9']], 'mysql')).toEqual({
       sql:
-        'INSERT INTO `lww_meta`.`tomb__db__t` (`id`, `_lww_ts`) VALUES (CAST(? AS SIGNED), CAST(? AS UNSIGNED)) AS `_lww_new` ON DUPLICATE KEY UPDATE ' +
+        'INSERT INTO `lww_meta`.`tomb__db__t` (`id`, `_lww_ts`) VALUES (CAST(? AS SIGNED), CAST(? AS DECIMAL(20,0))) AS `_lww_new` ON DUPLICATE KEY UPDATE ' +
         `\`id\` = IF(${newer}, \`_lww_new\`.\`id\`, \`lww_meta\`.\`tomb__db__t\`.\`id\`), ` +
         '`_lww_ts` = GREATEST(`lww_meta`.`tomb__db__t`.`_lww_ts`, `_lww_new`.`_lww_ts`)',
       values: ['1', '9'],
     });
     expect(upsertTombstones(tomb, [['1', '9']], 'mariadb').sql).toBe(
-      'INSERT INTO `lww_meta`.`tomb__db__t` (`id`, `_lww_ts`) VALUES (CAST(? AS SIGNED), CAST(? AS UNSIGNED)) ON DUPLICATE KEY UPDATE ' +
+      'INSERT INTO `lww_meta`.`tomb__db__t` (`id`, `_lww_ts`) VALUES (CAST(? AS SIGNED), CAST(? AS DECIMAL(20,0))) ON DUPLICATE KEY UPDATE ' +
         '`id` = IF(VALUES(`_lww_ts`) > `lww_meta`.`tomb__db__t`.`_lww_ts`, VALUES(`id`), `lww_meta`.`tomb__db__t`.`id`), ' +
         '`_lww_ts` = GREATEST(`lww_meta`.`tomb__db__t`.`_lww_ts`, VALUES(`_lww_ts`))',
     );
@@ -124,8 +124,8 @@ describe('bypass, tombstone, delete and read-back statements', () => {
   it('a delete removes the row only where its version is older, keys typed', () => {
     expect(guardedDelete(composite, [['d1', 'x', '5'], ['d2', 'y', '6']])).toEqual({
       sql:
-        `DELETE FROM \`db\`.\`t\` WHERE (\`a\` = ${DT} AND \`b\` = ${CI} AND \`_lww_ts\` < CAST(? AS UNSIGNED))` +
-        ` OR (\`a\` = ${DT} AND \`b\` = ${CI} AND \`_lww_ts\` < CAST(? AS UNSIGNED))`,
+        `DELETE FROM \`db\`.\`t\` WHERE (\`a\` = ${DT} AND \`b\` = ${CI} AND \`_lww_ts\` < CAST(? AS DECIMAL(20,0)))` +
+        ` OR (\`a\` = ${DT} AND \`b\` = ${CI} AND \`_lww_ts\` < CAST(? AS DECIMAL(20,0)))`,
       values: ['d1', 'x', '5', 'd2', 'y', '6'],
     });
   });
@@ -133,7 +133,7 @@ describe('bypass, tombstone, delete and read-back statements', () => {
     expect(readBackVersions(shape, tomb, [['7'], ['8']])).toEqual({
       sql:
         'SELECT `_lww_new`.`_lww_i` AS `_lww_i`, `db`.`t`.`_lww_ts` AS row_version, `lww_meta`.`tomb__db__t`.`_lww_ts` AS tomb_version' +
-        ' FROM (SELECT CAST(? AS UNSIGNED) AS `_lww_i`, CAST(? AS SIGNED) AS `_lww_k0` UNION ALL SELECT CAST(? AS UNSIGNED), CAST(? AS SIGNED)) AS `_lww_new`' +
+        ' FROM (SELECT CAST(? AS SIGNED) AS `_lww_i`, CAST(? AS SIGNED) AS `_lww_k0` UNION ALL SELECT CAST(? AS SIGNED), CAST(? AS SIGNED)) AS `_lww_new`' +
         ' LEFT JOIN `db`.`t` ON `db`.`t`.`id` = `_lww_new`.`_lww_k0` LEFT JOIN `lww_meta`.`tomb__db__t` ON `lww_meta`.`tomb__db__t`.`id` = `_lww_new`.`_lww_k0`',
       values: ['0', '7', '1', '8'],
     });
