@@ -7,7 +7,6 @@ import { connect } from '../src/db/connection.ts';
 import { seededRandom } from '../src/harness/random.ts';
 import { createSink, type SourceTransactionInput } from '../src/index.ts';
 import { startServers } from '../src/servers/index.ts';
-import { ensureMetaSchema, ensureTombstoneTable } from '../src/install/provision.ts';
 import { lwwUpsert } from '../src/sql/dml.ts';
 import { shapesOf } from '../src/writer/apply.ts';
 import { loadTableMeta } from '../src/writer/table-metadata.ts';
@@ -69,14 +68,11 @@ async function naive(n: number): Promise<number> {
   const changes = changeSet(db, n);
   const conn = await connect(url);
   const dialect = engine === 'mysql' ? 'mysql' : 'mariadb';
-  const meta = await loadTableMeta(conn, db, 't', '_lww_ts');
-  await ensureMetaSchema(conn, 'lww_meta');
-  await ensureTombstoneTable(conn, 'lww_meta', meta);
-  const s = shapesOf(meta, 'lww_meta');
+  const s = shapesOf(await loadTableMeta(conn, db, 't', '_lww_ts'), 'lww_meta');
   const start = process.hrtime.bigint();
   for (const c of changes) {
     const a = c.after as { id: number; a: number; b: string; c: number; d: string };
-    const stmt = lwwUpsert(s.table, s.tomb, [[a.id, a.a, a.b, a.c, a.d, c.version.toString()]], dialect);
+    const stmt = lwwUpsert(s.table, [[a.id, a.a, a.b, a.c, a.d, c.version.toString()]], dialect);
     await conn.execute(stmt.sql, stmt.values);
   }
   const secs = Number(process.hrtime.bigint() - start) / 1e9;

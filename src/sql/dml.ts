@@ -46,7 +46,6 @@ export interface TombstoneShape {
 }
 
 const ROW_ALIAS = '_lww_new';
-const TOMB_ALIAS = '_lww_tomb';
 const INDEX_COLUMN = '_lww_i';
 // Not CAST(? AS UNSIGNED): MySQL types that parameter as a signed BIGINT and clips values above 2^63.
 const UNSIGNED_PLACEHOLDER = 'CAST(? AS DECIMAL(20,0))';
@@ -138,33 +137,52 @@ function checkShape(shape: TableShape): void {
 }
 
 /**
- * The LWW upsert of rows (values of `shape.columns`, version last). One statement decides:
- * - a row whose key has a tombstone of the same or a newer version is not inserted (NOT EXISTS, a
- *   locking read inside INSERT ... SELECT at REPEATABLE READ, so a concurrent delete waits);
+ * Which of the given keys have a tombstone of the same or a newer version (`_lww_i`: positions).
+ * A locking read (shared): the batch's tombstones, and under REPEATABLE READ the gaps where they
+ * are missing, stay as read until commit, so a concurrent local delete waits for the upsert that
+ * follows. Rows: key values then version.
+ */
+export function tombstonedKeys(shape: TableShape, tomb: TombstoneShape, rows: readonly (readonly SqlValue[])[]): Statement {
+  const tombTable = quoteTable(tomb.metaSchema, tomb.tombstoneTable);
+  const names = [INDEX_COLUMN, ...shape.primaryKey.map((_, i) => `_lww_k${i}`), '_lww_v'];
+  const exprs = ['CAST(? AS SIGNED)', ...shape.keyPlaceholders, VERSION_PLACEHOLDER];
+  const ref = (n: string) => `${quoteIdent(ROW_ALIAS)}.${quoteIdent(n)}`;
+  const on = shape.primaryKey.map((k, i) => `${tombTable}.${quoteIdent(k)} = ${ref(names[i + 1]!)}`).join(' AND ');
+  return {
+    sql:
+      `SELECT ${ref(INDEX_COLUMN)} AS ${quoteIdent(INDEX_COLUMN)} FROM (${derivedRows(names, exprs, rows.length)}) AS ${quoteIdent(ROW_ALIAS)}` +
+      ` JOIN ${tombTable} ON ${on} WHERE ${tombTable}.${quoteIdent(tomb.versionColumn)} >= ${ref('_lww_v')} LOCK IN SHARE MODE`,
+    values: rows.flatMap((r, i) => {
+      if (r.length !== shape.primaryKey.length + 1) throw new Error(`a row has ${r.length} values, the statement binds ${shape.primaryKey.length + 1}`);
+      return [String(i), ...r];
+    }),
+  };
+}
+
+/**
+ * The LWW upsert of rows (values of `shape.columns`, version last), for keys without a newer
+ * tombstone (see tombstonedKeys, read first in the same transaction):
  * - an existing row is overwritten only by a strictly newer version of the same primary key (the
  *   key guard keeps a secondary UNIQUE clash from overwriting an unrelated row);
  * - key columns are assigned under the same guard, so a collated key's spelling converges.
- * The version column is assigned last: assignments are evaluated left to right.
+ * The version column is assigned last: assignments are evaluated left to right. Values stay in a
+ * VALUES list: a derived table would cut long values at 64 KiB (MySQL) or crash the server (MariaDB).
  */
-export function lwwUpsert(shape: TableShape, tomb: TombstoneShape, rows: readonly (readonly SqlValue[])[], dialect: Dialect): Statement {
+export function lwwUpsert(shape: TableShape, rows: readonly (readonly SqlValue[])[], dialect: Dialect): Statement {
   checkShape(shape);
   if (rows.length === 0) throw new Error('an upsert needs at least one row');
   const target = quoteTable(shape.schema, shape.table);
-  const tombTable = quoteTable(tomb.metaSchema, tomb.tombstoneTable);
   const stored = (c: string) => `${target}.${quoteIdent(c)}`;
-  const fromRow = (c: string) => `${quoteIdent(ROW_ALIAS)}.${quoteIdent(c)}`;
-  // MySQL refers to the derived table's columns; MariaDB/TiDB to VALUES(col), the value that would have been inserted.
-  const incoming = usesRowAlias(dialect) ? fromRow : (c: string) => `VALUES(${quoteIdent(c)})`;
+  const alias = usesRowAlias(dialect);
+  const incoming = (c: string) => (alias ? `${quoteIdent(ROW_ALIAS)}.${quoteIdent(c)}` : `VALUES(${quoteIdent(c)})`);
   const newer = [`${incoming(shape.versionColumn)} > ${stored(shape.versionColumn)}`, ...shape.primaryKey.map((k) => `${incoming(k)} = ${stored(k)}`)].join(
     ' AND ',
   );
-  const tombKey = shape.primaryKey.map((k) => `${quoteIdent(TOMB_ALIAS)}.${quoteIdent(k)} = ${fromRow(k)}`);
-  const tombNewer = `${quoteIdent(TOMB_ALIAS)}.${quoteIdent(tomb.versionColumn)} >= ${fromRow(shape.versionColumn)}`;
   const assignments = shape.columns.map((c) => `${quoteIdent(c)} = IF(${newer}, ${incoming(c)}, ${stored(c)})`);
+  const one = `(${columnPlaceholders(shape).join(', ')})`;
   const sql =
-    `INSERT INTO ${target} (${quoteList(shape.columns)})` +
-    ` SELECT ${shape.columns.map(fromRow).join(', ')} FROM (${derivedRows(shape.columns, columnPlaceholders(shape), rows.length)}) AS ${quoteIdent(ROW_ALIAS)}` +
-    ` WHERE NOT EXISTS (SELECT 1 FROM ${tombTable} AS ${quoteIdent(TOMB_ALIAS)} WHERE ${[...tombKey, tombNewer].join(' AND ')})` +
+    `INSERT INTO ${target} (${quoteList(shape.columns)}) VALUES ${new Array(rows.length).fill(one).join(', ')}` +
+    (alias ? ` AS ${quoteIdent(ROW_ALIAS)}` : '') +
     ` ON DUPLICATE KEY UPDATE ${assignments.join(', ')}`;
   return { sql, values: rowsOf(shape.columns.length, rows) };
 }

@@ -1,12 +1,13 @@
 // Executes one target transaction: per table, tombstones before deletes, guarded deletes, then the
-// LWW upsert (tombstone check, version guard and key assignment decided by the server in one
-// statement), rows clashing on a secondary UNIQUE key retried and then replayed in source order;
+// LWW upsert (a locking read of the keys' tombstones, then the version guard and key assignment,
+// both decided by the server's key comparison), rows clashing on a secondary UNIQUE key retried and then replayed in source order;
 // then the checkpoint advance for every source in the batch; then commit. Counts are returned,
 // never merged here.
 //
 // Locking (see README "Why concurrent local writes stay exact"): the sink runs at REPEATABLE READ.
-// A delete writes (and X-locks) the tombstone before it deletes the row; the upsert's NOT EXISTS is
-// a locking read inside INSERT ... SELECT, so a tombstone being written concurrently is waited for.
+// A delete writes (and X-locks) the tombstone before it deletes the row; the upsert reads the
+// tombstones with a shared lock first, so a tombstone being written concurrently is waited for and
+// none can appear before commit.
 import type { Connection, ResultSetHeader, RowDataPacket } from 'mysql2/promise';
 import { OwnershipLostError } from '../errors.ts';
 import type { TableMeta } from '../model/table.ts';
@@ -23,10 +24,11 @@ import {
   type Statement,
   type TableShape,
   type TombstoneShape,
+  tombstonedKeys,
   upsertTombstones,
 } from '../sql/dml.ts';
 import type { KeyPlan, PlannedUpsert, TablePlan } from './coalesce.ts';
-import { emptyCounters, insertSelectOutcome, type TableCounters } from './stats.ts';
+import { emptyCounters, type TableCounters, upsertOutcome } from './stats.ts';
 import type { SqlValue } from './values.ts';
 
 /** Bound parameters per statement stay below the protocol's 65,535 limit. */
@@ -165,27 +167,42 @@ function clashedOut(up: PlannedUpsert, stored: Stored): boolean {
  * statement): its rows are then applied one by one. A clash while inserting is a silent no-op of
  * the key guard, found by reading the keys back.
  */
+/** Positions of the keys held back by a tombstone as new or newer (locking read, see tombstonedKeys). */
+async function tombstonedAt(ctx: ApplyContext, meta: TableMeta, keys: readonly KeyPlan[], versions: readonly bigint[]): Promise<Set<number>> {
+  const s = shapesOf(meta, ctx.metaSchema);
+  const rows = await select(ctx, s.name, tombstonedKeys(s.table, s.tomb, keys.map((k, i) => [...k.key, versions[i]!.toString()])));
+  return new Set(rows.map((r) => Number(r._lww_i)));
+}
+
 async function upsertPart(ctx: ApplyContext, meta: TableMeta, part: KeyPlan[], counts: TableCounters, hasUnique: boolean): Promise<KeyPlan[]> {
   const s = shapesOf(meta, ctx.metaSchema);
+  const held = await tombstonedAt(
+    ctx,
+    meta,
+    part,
+    part.map((k) => k.upsert!.version),
+  );
+  counts.skippedByTombstone += held.size;
+  const live = part.filter((_, i) => !held.has(i));
+  if (live.length === 0) return [];
   try {
-    const res = await run(ctx, s.name, lwwUpsert(s.table, s.tomb, part.map((k) => k.upsert!.row), ctx.dialect));
-    const o = insertSelectOutcome(part.length, res.affectedRows, res.info);
+    const res = await run(ctx, s.name, lwwUpsert(s.table, live.map((k) => k.upsert!.row), ctx.dialect));
+    const o = upsertOutcome(live.length, res.affectedRows, res.info);
     counts.inserted += o.inserted;
     counts.updated += o.updated;
-    counts.skippedByTombstone += o.tombstoned;
-    if (!hasUnique || o.stale === 0) {
-      counts.skippedStale += o.stale;
+    if (!hasUnique || o.skipped === 0) {
+      counts.skippedStale += o.skipped;
       return [];
     }
-    const stored = await readBack(ctx, meta, part.map((k) => k.key));
-    const clashed = part.filter((k, i) => clashedOut(k.upsert!, stored[i]!));
-    counts.skippedStale += o.stale - clashed.length;
+    const stored = await readBack(ctx, meta, live.map((k) => k.key));
+    const clashed = live.filter((k, i) => clashedOut(k.upsert!, stored[i]!));
+    counts.skippedStale += o.skipped - clashed.length;
     return clashed;
   } catch (err) {
     if (!isDupEntry(err)) throw err;
-    if (part.length === 1) return part;
+    if (live.length === 1) return live;
     const clashed: KeyPlan[] = [];
-    for (const one of part) clashed.push(...(await upsertPart(ctx, meta, [one], counts, hasUnique)));
+    for (const one of live) clashed.push(...(await upsertPart(ctx, meta, [one], counts, hasUnique)));
     return clashed;
   }
 }
@@ -209,10 +226,11 @@ async function applyUpserts(ctx: ApplyContext, meta: TableMeta, keys: KeyPlan[],
     if (!progress) break;
   }
   const s = shapesOf(meta, ctx.metaSchema);
-  const history = pending.flatMap((k) => k.history).sort((a, b) => a.seq - b.seq);
-  for (const up of history) {
+  const history = pending.flatMap((k) => k.history.map((up) => ({ k, up }))).sort((a, b) => a.up.seq - b.up.seq);
+  for (const { k, up } of history) {
+    if ((await tombstonedAt(ctx, meta, [k], [up.version])).size > 0) continue;
     try {
-      await run(ctx, s.name, lwwUpsert(s.table, s.tomb, [up.row], ctx.dialect));
+      await run(ctx, s.name, lwwUpsert(s.table, [up.row], ctx.dialect));
     } catch (err) {
       if (!isDupEntry(err)) throw err;
     }

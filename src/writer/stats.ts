@@ -78,29 +78,6 @@ export function upsertOutcome(rows: number, affectedRows: number, info: string |
   return { inserted: 0, updated: 0, skipped: 1 };
 }
 
-export interface UpsertOutcome {
-  inserted: number;
-  updated: number;
-  /** Rows that reached the guarded update and were not newer (or clashed on a secondary UNIQUE key). */
-  stale: number;
-  /** Rows held back by a tombstone of the same or a newer version (filtered before the insert). */
-  tombstoned: number;
-}
-
-/**
- * Parses the info of the LWW upsert (INSERT ... SELECT ... ON DUPLICATE KEY UPDATE), which both
- * engines always send: Records counts the rows the SELECT produced (those without a newer
- * tombstone), Duplicates the rows actually updated, affected = inserted + 2 × updated.
- */
-export function insertSelectOutcome(rows: number, affectedRows: number, info: string | undefined): UpsertOutcome {
-  const m = info ? /Records:\s*(\d+)\s+Duplicates:\s*(\d+)/.exec(info) : null;
-  if (!m) throw new Error(`the LWW upsert returned no Records/Duplicates info (affected ${affectedRows})`);
-  const records = Number(m[1]);
-  const updated = Number(m[2]);
-  const inserted = affectedRows - 2 * updated;
-  return { inserted, updated, stale: records - inserted - updated, tombstoned: rows - records };
-}
-
 /** The sum of several stats (e.g. every run of a restarted stream). */
 export function sumStats(list: readonly SinkStats[]): SinkStats {
   const out = emptyStats();

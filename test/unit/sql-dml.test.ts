@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { advanceCheckpointSql, claimCheckpointSql } from '../../src/sql/checkpoint.ts';
 import { dialectFromVersion } from '../../src/sql/dialect.ts';
-import { guardedDelete, keyPlaceholder, lwwUpsert, plainDelete, readBackVersions, replaceRows, sameKeys, upsertTombstones } from '../../src/sql/dml.ts';
+import { guardedDelete, keyPlaceholder, lwwUpsert, plainDelete, readBackVersions, replaceRows, sameKeys, tombstonedKeys, upsertTombstones } from '../../src/sql/dml.ts';
 import { quoteIdent } from '../../src/sql/quote.ts';
 import { metaSchemaDdl, tombstoneTableDdl } from '../../src/sql/templates.ts';
 
@@ -51,18 +51,12 @@ describe('typed key placeholders', () => {
 });
 
 describe('LWW upsert', () => {
-  const head = 'INSERT INTO `db`.`t` (`id`, `name`, `_lww_ts`) SELECT `_lww_new`.`id`, `_lww_new`.`name`, `_lww_new`.`_lww_ts` FROM (';
-  const rows = 'SELECT CAST(? AS SIGNED) AS `id`, ? AS `name`, CAST(? AS DECIMAL(20,0)) AS `_lww_ts` UNION ALL SELECT CAST(? AS SIGNED), ?, CAST(? AS DECIMAL(20,0))';
-  const notTombstoned =
-    ') AS `_lww_new` WHERE NOT EXISTS (SELECT 1 FROM `lww_meta`.`tomb__db__t` AS `_lww_tomb` WHERE `_lww_tomb`.`id` = `_lww_new`.`id` AND `_lww_tomb`.`_lww_ts` >= `_lww_new`.`_lww_ts`)';
-  it('MySQL: tombstone check, key guard and key assignment in one statement, version assigned last', () => {
+  it('MySQL: typed keys and version, key guard, keys assigned under the guard, version assigned last', () => {
     const newer = '`_lww_new`.`_lww_ts` > `db`.`t`.`_lww_ts` AND `_lww_new`.`id` = `db`.`t`.`id`';
-    expect(lwwUpsert(shape, tomb, [[1, 'a', '10'], ['2', null, '11']], 'mysql')).toEqual({
+    expect(lwwUpsert(shape, [[1, 'a', '10'], ['2', null, '11']], 'mysql')).toEqual({
       sql:
-        head +
-        rows +
-        notTombstoned +
-        ' ON DUPLICATE KEY UPDATE ' +
+        'INSERT INTO `db`.`t` (`id`, `name`, `_lww_ts`) VALUES (CAST(? AS SIGNED), ?, CAST(? AS DECIMAL(20,0))), (CAST(? AS SIGNED), ?, CAST(? AS DECIMAL(20,0)))' +
+        ' AS `_lww_new` ON DUPLICATE KEY UPDATE ' +
         `\`id\` = IF(${newer}, \`_lww_new\`.\`id\`, \`db\`.\`t\`.\`id\`), ` +
         `\`name\` = IF(${newer}, \`_lww_new\`.\`name\`, \`db\`.\`t\`.\`name\`), ` +
         `\`_lww_ts\` = IF(${newer}, \`_lww_new\`.\`_lww_ts\`, \`db\`.\`t\`.\`_lww_ts\`)`,
@@ -72,26 +66,31 @@ describe('LWW upsert', () => {
   it('MariaDB and TiDB read the incoming row with VALUES()', () => {
     const newer = 'VALUES(`_lww_ts`) > `db`.`t`.`_lww_ts` AND VALUES(`id`) = `db`.`t`.`id`';
     const expected =
-      head.replace('FROM (', 'FROM (') +
-      'SELECT CAST(? AS SIGNED) AS `id`, ? AS `name`, CAST(? AS DECIMAL(20,0)) AS `_lww_ts`' +
-      notTombstoned +
-      ' ON DUPLICATE KEY UPDATE ' +
+      'INSERT INTO `db`.`t` (`id`, `name`, `_lww_ts`) VALUES (CAST(? AS SIGNED), ?, CAST(? AS DECIMAL(20,0))) ON DUPLICATE KEY UPDATE ' +
       `\`id\` = IF(${newer}, VALUES(\`id\`), \`db\`.\`t\`.\`id\`), ` +
       `\`name\` = IF(${newer}, VALUES(\`name\`), \`db\`.\`t\`.\`name\`), ` +
       `\`_lww_ts\` = IF(${newer}, VALUES(\`_lww_ts\`), \`db\`.\`t\`.\`_lww_ts\`)`;
-    expect(lwwUpsert(shape, tomb, [[1, 'a', '10']], 'mariadb').sql).toBe(expected);
-    expect(lwwUpsert(shape, tomb, [[1, 'a', '10']], 'tidb').sql).toBe(expected);
+    expect(lwwUpsert(shape, [[1, 'a', '10']], 'mariadb').sql).toBe(expected);
+    expect(lwwUpsert(shape, [[1, 'a', '10']], 'tidb').sql).toBe(expected);
   });
-  it('a composite key is typed, guarded and tombstone-matched on every column', () => {
-    const { sql } = lwwUpsert(composite, ctomb, [['2024-01-01 10:00:00', 'A', 'x', '5']], 'mysql');
-    expect(sql).toContain(`SELECT ${DT} AS \`a\`, ${CI} AS \`b\`, ? AS \`v\`, CAST(? AS DECIMAL(20,0)) AS \`_lww_ts\``);
-    expect(sql).toContain('`_lww_tomb`.`a` = `_lww_new`.`a` AND `_lww_tomb`.`b` = `_lww_new`.`b` AND `_lww_tomb`.`_lww_ts` >= `_lww_new`.`_lww_ts`');
+  it('a composite key is typed and guarded on every column', () => {
+    const { sql } = lwwUpsert(composite, [['2024-01-01 10:00:00', 'A', 'x', '5']], 'mysql');
+    expect(sql).toContain(`VALUES (${DT}, ${CI}, ?, CAST(? AS DECIMAL(20,0)))`);
     expect(sql).toContain('`_lww_new`.`a` = `db`.`t`.`a` AND `_lww_new`.`b` = `db`.`t`.`b`');
     expect(sql.endsWith('`db`.`t`.`_lww_ts`)')).toBe(true);
   });
+  it('tombstones of the batch keys are read with a shared lock, matched by the server', () => {
+    expect(tombstonedKeys(composite, ctomb, [['d1', 'A', '5']])).toEqual({
+      sql:
+        `SELECT \`_lww_new\`.\`_lww_i\` AS \`_lww_i\` FROM (SELECT CAST(? AS SIGNED) AS \`_lww_i\`, ${DT} AS \`_lww_k0\`, ${CI} AS \`_lww_k1\`, CAST(? AS DECIMAL(20,0)) AS \`_lww_v\`) AS \`_lww_new\`` +
+        ' JOIN `lww_meta`.`tomb__db__t` ON `lww_meta`.`tomb__db__t`.`a` = `_lww_new`.`_lww_k0` AND `lww_meta`.`tomb__db__t`.`b` = `_lww_new`.`_lww_k1`' +
+        ' WHERE `lww_meta`.`tomb__db__t`.`_lww_ts` >= `_lww_new`.`_lww_v` LOCK IN SHARE MODE',
+      values: ['0', 'd1', 'A', '5'],
+    });
+  });
   it('refuses a column list whose last column is not the version, and rows of the wrong width', () => {
-    expect(() => lwwUpsert({ ...shape, columns: ['id', '_lww_ts', 'name'] }, tomb, [[1, '1', 'a']], 'mysql')).toThrow(/last/);
-    expect(() => lwwUpsert(shape, tomb, [[1, '1']], 'mysql')).toThrow(/2 values/);
+    expect(() => lwwUpsert({ ...shape, columns: ['id', '_lww_ts', 'name'] }, [[1, '1', 'a']], 'mysql')).toThrow(/last/);
+    expect(() => lwwUpsert(shape, [[1, '1']], 'mysql')).toThrow(/2 values/);
   });
 });
 
