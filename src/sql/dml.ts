@@ -137,6 +137,23 @@ function checkShape(shape: TableShape): void {
 }
 
 /**
+ * Locks the tombstones of the given keys (shared; under REPEATABLE READ also the gaps where they
+ * are missing) and returns their versions. The cheap first step of the upsert's tombstone check:
+ * when it finds none (the common case) no key is held back. Keys: key values.
+ */
+export function lockTombstones(tomb: TombstoneShape, keys: readonly (readonly SqlValue[])[]): Statement {
+  // An OR of per-key equalities, not a row-constructor IN: that one compares a composite key with
+  // mixed types (TIMESTAMP with a DATETIME cast) differently from the index and missed tombstones.
+  const one = keyEquals(tomb.primaryKey, tomb.keyPlaceholders);
+  return {
+    sql:
+      `SELECT ${quoteIdent(tomb.versionColumn)} FROM ${quoteTable(tomb.metaSchema, tomb.tombstoneTable)}` +
+      ` WHERE ${new Array(keys.length).fill(one).join(' OR ')} LOCK IN SHARE MODE`,
+    values: rowsOf(tomb.primaryKey.length, keys),
+  };
+}
+
+/**
  * Which of the given keys have a tombstone of the same or a newer version (`_lww_i`: positions).
  * A locking read (shared): the batch's tombstones, and under REPEATABLE READ the gaps where they
  * are missing, stay as read until commit, so a concurrent local delete waits for the upsert that

@@ -17,6 +17,7 @@ import {
   guardedDelete,
   insertConflictSql,
   keyPlaceholder,
+  lockTombstones,
   lwwUpsert,
   plainDelete,
   readBackVersions,
@@ -170,6 +171,12 @@ function clashedOut(up: PlannedUpsert, stored: Stored): boolean {
 /** Positions of the keys held back by a tombstone as new or newer (locking read, see tombstonedKeys). */
 async function tombstonedAt(ctx: ApplyContext, meta: TableMeta, keys: readonly KeyPlan[], versions: readonly bigint[]): Promise<Set<number>> {
   const s = shapesOf(meta, ctx.metaSchema);
+  // Lock first with a plain key list; only when tombstones exist, ask which keys they hold back.
+  const found = await select(ctx, s.name, lockTombstones(s.tomb, keys.map((k) => k.key)));
+  // bigint: no Math.min.
+  let least = versions[0]!;
+  for (const v of versions) if (v < least) least = v;
+  if (!found.some((r) => BigInt(r[meta.versionColumn] as string) >= least)) return new Set();
   const rows = await select(ctx, s.name, tombstonedKeys(s.table, s.tomb, keys.map((k, i) => [...k.key, versions[i]!.toString()])));
   return new Set(rows.map((r) => Number(r._lww_i)));
 }

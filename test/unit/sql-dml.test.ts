@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { advanceCheckpointSql, claimCheckpointSql } from '../../src/sql/checkpoint.ts';
 import { dialectFromVersion } from '../../src/sql/dialect.ts';
-import { guardedDelete, keyPlaceholder, lwwUpsert, plainDelete, readBackVersions, replaceRows, sameKeys, tombstonedKeys, upsertTombstones } from '../../src/sql/dml.ts';
+import { guardedDelete, keyPlaceholder, lockTombstones, lwwUpsert, plainDelete, readBackVersions, replaceRows, sameKeys, tombstonedKeys, upsertTombstones } from '../../src/sql/dml.ts';
 import { quoteIdent } from '../../src/sql/quote.ts';
 import { metaSchemaDdl, tombstoneTableDdl } from '../../src/sql/templates.ts';
 
@@ -78,6 +78,13 @@ describe('LWW upsert', () => {
     expect(sql).toContain(`VALUES (${DT}, ${CI}, ?, CAST(? AS DECIMAL(20,0)))`);
     expect(sql).toContain('`_lww_new`.`a` = `db`.`t`.`a` AND `_lww_new`.`b` = `db`.`t`.`b`');
     expect(sql.endsWith('`db`.`t`.`_lww_ts`)')).toBe(true);
+  });
+  it('the tombstones of a batch are first locked through a plain key list', () => {
+    expect(lockTombstones(ctomb, [['d1', 'A'], ['d2', 'b']])).toEqual({
+      sql: `SELECT \`_lww_ts\` FROM \`lww_meta\`.\`tomb__db__t\` WHERE (\`a\` = ${DT} AND \`b\` = ${CI}) OR (\`a\` = ${DT} AND \`b\` = ${CI}) LOCK IN SHARE MODE`,
+      values: ['d1', 'A', 'd2', 'b'],
+    });
+    expect(lockTombstones(tomb, [['1'], ['2']]).sql).toBe('SELECT `_lww_ts` FROM `lww_meta`.`tomb__db__t` WHERE `id` = CAST(? AS SIGNED) OR `id` = CAST(? AS SIGNED) LOCK IN SHARE MODE');
   });
   it('tombstones of the batch keys are read with a shared lock, matched by the server', () => {
     expect(tombstonedKeys(composite, ctomb, [['d1', 'A', '5']])).toEqual({
