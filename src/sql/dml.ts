@@ -1,5 +1,5 @@
-// Statement builders for applying row changes: the LWW upsert (tombstone check and version guard in
-// one statement), its REPLACE bypass, tombstones, guarded deletes, read-backs. Pure functions of
+// Statement builders for applying row changes: the tombstone check of a batch's keys (locking), the
+// version-guarded LWW upsert, its REPLACE bypass, tombstones, guarded deletes, read-backs. Pure functions of
 // table shape and values; each returns the text and the values to bind, in order.
 //
 // Key equality belongs to the server: every key value is bound through a typed placeholder (CAST to
