@@ -9,11 +9,12 @@ import type { Connection } from 'mysql2/promise';
 import { connect } from '../src/db/connection.ts';
 import { install } from '../src/install/install.ts';
 import { startServers } from '../src/servers/index.ts';
-import { replaceSql } from '../src/sql/dml.ts';
+import { replaceRows } from '../src/sql/dml.ts';
 import { quoteIdent } from '../src/sql/quote.ts';
 import { copyTables } from '../src/sync/initial-copy.ts';
 import { readChunks } from '../src/sync/table-reader.ts';
 import { createSink } from '../src/writer/sink.ts';
+import { enterApplySessionSql } from '../src/sql/install.ts';
 
 const { values } = parseArgs({
   options: {
@@ -49,7 +50,7 @@ function numbers(max: number): string {
 
 /** Fills the source server-side with explicit versions; @lww_apply keeps the triggers from restamping them. */
 async function fill(conn: Connection, rows: number): Promise<void> {
-  await conn.query('SET @lww_apply = 1');
+  await conn.query(enterApplySessionSql('lww_meta'));
   await conn.query(
     `INSERT INTO ${quoteIdent(DB)}.t (${COLUMNS.join(', ')})
      SELECT n, (n * 7919) % 1000003, CONCAT('value-', n, '-', HEX((n * 2654435761) % 4294967296)), n / 7, TIMESTAMP('2024-05-06 07:08:09.123456') + INTERVAL n SECOND,
@@ -81,18 +82,19 @@ async function lwwCopy(source: string, target: string, compareTarget: boolean): 
 async function replaceCopy(source: string, target: string): Promise<number> {
   const src = await connect(source);
   const dst = await connect(target);
-  await dst.query('SET @lww_apply = 1');
-  const shape = { schema: DB, table: 't', columns: COLUMNS, primaryKey: ['id'], versionColumn: '_lww_ts' };
+  await dst.query(enterApplySessionSql('lww_meta'));
+  const shape = { schema: DB, table: 't', columns: COLUMNS, primaryKey: ['id'], versionColumn: '_lww_ts', keyPlaceholders: ['?'] };
   const perStatement = 1000;
   let n = 0;
   const start = process.hrtime.bigint();
   for await (const rows of readChunks(src, { schema: DB, table: 't', columns: COLUMNS, key: ['id'] }, { chunkRows: CHUNK })) {
     for (let i = 0; i < rows.length; i += perStatement) {
       const part = rows.slice(i, i + perStatement);
-      await dst.execute(
-        replaceSql(shape, part.length),
-        part.flatMap((r) => COLUMNS.map((c) => r[c] as string | number)),
+      const stmt = replaceRows(
+        shape,
+        part.map((r) => COLUMNS.map((c) => r[c] as string | number)),
       );
+      await dst.execute(stmt.sql, stmt.values);
     }
     n += rows.length;
   }

@@ -7,7 +7,9 @@ import { connect } from '../src/db/connection.ts';
 import { seededRandom } from '../src/harness/random.ts';
 import { createSink, type SourceTransactionInput } from '../src/index.ts';
 import { startServers } from '../src/servers/index.ts';
-import { lwwUpsertSql } from '../src/sql/dml.ts';
+import { lwwUpsert } from '../src/sql/dml.ts';
+import { shapesOf } from '../src/writer/apply.ts';
+import { loadTableMeta } from '../src/writer/table-metadata.ts';
 import { quoteIdent } from '../src/sql/quote.ts';
 
 const { values } = parseArgs({ options: { engine: { type: 'string', default: 'mysql' }, rows: { type: 'string', default: '20000' } } });
@@ -66,11 +68,12 @@ async function naive(n: number): Promise<number> {
   const changes = changeSet(db, n);
   const conn = await connect(url);
   const dialect = engine === 'mysql' ? 'mysql' : 'mariadb';
-  const sql = lwwUpsertSql({ schema: db, table: 't', columns: ['id', 'a', 'b', 'c', 'd', '_lww_ts'], primaryKey: ['id'], versionColumn: '_lww_ts' }, 1, dialect);
+  const s = shapesOf(await loadTableMeta(conn, db, 't', '_lww_ts'), 'lww_meta');
   const start = process.hrtime.bigint();
   for (const c of changes) {
     const a = c.after as { id: number; a: number; b: string; c: number; d: string };
-    await conn.execute(sql, [a.id, a.a, a.b, a.c, a.d, c.version.toString()]);
+    const stmt = lwwUpsert(s.table, [[a.id, a.a, a.b, a.c, a.d, c.version.toString()]], dialect);
+    await conn.execute(stmt.sql, stmt.values);
   }
   const secs = Number(process.hrtime.bigint() - start) / 1e9;
   await conn.end();

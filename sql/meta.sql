@@ -48,3 +48,14 @@ CREATE TABLE IF NOT EXISTS {{meta}}.`tables` (
   `added_version_column` TINYINT NOT NULL DEFAULT 0,
   PRIMARY KEY (`schema_name`, `table_name`)
 ) ENGINE=InnoDB
+;
+-- This node's apply secret. Only a session whose @lww_apply equals it keeps the versions it writes
+-- (the sink); the triggers read it as their definer. Applications must have no privilege on this
+-- schema. Created once with random bytes; never replicated (each node has its own).
+CREATE TABLE IF NOT EXISTS {{meta}}.`apply_secret` (
+  `singleton` TINYINT UNSIGNED NOT NULL DEFAULT 1,
+  `secret`    CHAR(64)         NOT NULL,
+  PRIMARY KEY (`singleton`)
+) ENGINE=InnoDB
+;
+INSERT IGNORE INTO {{meta}}.`apply_secret` (`singleton`, `secret`) VALUES (1, HEX(RANDOM_BYTES(32)))

@@ -1,51 +1,114 @@
--- Triggers that stamp a table's local writes with versions (DESIGN.md §2, §3). Rendered by
--- src/sql/triggers.ts; templates are separated by lines holding only ";" (bi, bu, ad in that order).
+-- Triggers that stamp a table's local writes with versions (DESIGN.md §2, §3, §12). Rendered by
+-- src/sql/triggers.ts; templates are separated by lines holding only ";" (bi, ai, bu, au, ad in
+-- that order). README "Why concurrent local writes stay exact" explains the locking.
 --
 --   hlc(prev) = (GREATEST(now_us, (prev >> 10) + 1) << 10) | node_id
 --
--- is written out where it is used. Every operand is BIGINT UNSIGNED (local variables, the version
--- column, {{now_us}} is CAST(... AS UNSIGNED)), so shifts, + and | are exact 64-bit integer math:
--- nothing goes through DOUBLE or DECIMAL. {{now_us}} follows NOW(6) (SET TIMESTAMP moves it).
+-- is written out where it is used, on the physical part (lww_phys): every operand is BIGINT
+-- UNSIGNED, so shifts, + and | are exact 64-bit integer math. A physical part that would not fit
+-- 54 bits raises an error instead of wrapping to a tiny version that would lose everywhere.
+--
+-- The clock belongs to the system. Only a session whose @lww_apply equals this node's secret
+-- ({{secret}}, readable by the triggers' definer, never by applications) keeps the version it
+-- writes: that is the sink. Every other write is stamped here, whatever it sets, and a session
+-- clock moved ahead of the server's (SET TIMESTAMP) is refused: NOW(6) follows SET TIMESTAMP,
+-- SYSDATE(6) does not. A clock moved back is allowed (it only makes the session's writes older,
+-- like a slow clock; the hlc still goes above everything the write has seen).
+--
+-- Every read that decides a version is a locking read (FOR UPDATE): it sees the latest committed
+-- row or tombstone, whatever the session's isolation level or earlier snapshot reads (REPEATABLE
+-- READ transactions that read before, READ COMMITTED). A locking read of a missing tombstone takes
+-- no gap lock under READ COMMITTED, so the insert and key-change paths check again AFTER the row
+-- exists: the sink writes a tombstone before it deletes a row, the trigger writes the row before
+-- it re-reads the tombstone, so one of them always sees (or waits for) the other.
 --
 -- Placeholders: {{name}} trigger, {{table}} schema.table, {{tombstone}} meta.tombstone table,
--- {{version}} version column (unqualified, assignment targets and column lists only),
--- {{row_version}} / {{tomb_version}} the version column qualified with its table, {{key_columns}}
--- key column list, {{old_key}} OLD's key values, {{row_key_is_new}} / {{tomb_key_is_new}} the
--- table's / tombstone's key equals NEW's, {{tomb_key_is_old}} the tombstone's key equals OLD's, {{key_unchanged}} NEW's key equals OLD's (with the key
--- columns' collations, as the unique index compares them), {{now_us}}, {{node_id}}.
+-- {{secret}} meta.apply_secret, {{version}} version column (unqualified), {{row_version}} /
+-- {{tomb_version}} the version column qualified with its table, {{key_columns}} key column list,
+-- {{old_key}} OLD's key values, {{row_key_is_new}} / {{tomb_key_is_new}} the table's /
+-- tombstone's key equals NEW's, {{tomb_key_is_old}} the tombstone's key equals OLD's,
+-- {{key_unchanged}} NEW's key equals OLD's (with the key columns' collations, as the unique index
+-- compares them), {{now_us}}, {{node_id}}, {{max_physical}} (2^54).
 -- Column references are qualified so a column named like a local variable (lww_prev) stays a column.
--- The triggers do nothing for the sink's own writes (@lww_apply set): those keep their version.
 
--- Local insert: above the key's tombstone (the insert has seen the delete; the locking read makes a
--- concurrent sink delete wait), and above the row a REPLACE is about to delete (its AFTER DELETE
--- writes a tombstone of hlc(row)).
+-- Local insert (also the insert half of REPLACE and INSERT ... ON DUPLICATE KEY UPDATE): above the
+-- key's tombstone, and above a row the statement may replace (REPLACE's AFTER DELETE writes a
+-- tombstone of hlc(row); this goes one tick above it).
 CREATE TRIGGER {{name}} BEFORE INSERT ON {{table}} FOR EACH ROW
 BEGIN
+  DECLARE lww_stamp BOOLEAN DEFAULT TRUE;
   DECLARE lww_prev BIGINT UNSIGNED DEFAULT 0;
   DECLARE lww_row BIGINT UNSIGNED DEFAULT NULL;
-  IF @lww_apply IS NULL THEN
+  DECLARE lww_phys BIGINT UNSIGNED DEFAULT 0;
+  IF @lww_apply IS NOT NULL THEN
+    SET lww_stamp = NOT (CAST(@lww_apply AS BINARY) <=> (SELECT CAST(secret AS BINARY) FROM {{secret}} WHERE singleton = 1));
+  END IF;
+  IF lww_stamp THEN
+    IF TIMESTAMPDIFF(MICROSECOND, SYSDATE(6), NOW(6)) > 1000000 THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lww: the session clock (SET TIMESTAMP) is ahead of the server clock; local writes are stamped with the server time';
+    END IF;
     SELECT COALESCE(MAX({{tomb_version}}), 0) INTO lww_prev FROM {{tombstone}} WHERE {{tomb_key_is_new}} FOR UPDATE;
+    -- A row that a REPLACE will delete: read plainly first (no gap lock for the common new key),
+    -- then, if there is one, with a shared lock (FOR UPDATE on the trigger's own table is refused),
+    -- which sees its latest version past any earlier snapshot.
     SELECT MAX({{row_version}}) INTO lww_row FROM {{table}} WHERE {{row_key_is_new}};
     IF lww_row IS NOT NULL THEN
-      SET lww_prev = GREATEST(lww_prev, (GREATEST({{now_us}}, (lww_row >> 10) + 1) << 10) | {{node_id}});
+      SELECT MAX({{row_version}}) INTO lww_row FROM {{table}} WHERE {{row_key_is_new}} LOCK IN SHARE MODE;
     END IF;
-    SET NEW.{{version}} = (GREATEST({{now_us}}, (lww_prev >> 10) + 1) << 10) | {{node_id}};
+    SET lww_phys = GREATEST({{now_us}}, (lww_prev >> 10) + 1);
+    IF lww_row IS NOT NULL THEN
+      SET lww_phys = GREATEST(lww_phys, (lww_row >> 10) + 1) + 1;
+    END IF;
+    IF lww_phys >= {{max_physical}} THEN
+      SIGNAL SQLSTATE '22003' SET MESSAGE_TEXT = 'lww: version overflow (a stored version is near 2^64); refusing to wrap';
+    END IF;
+    SET NEW.{{version}} = (lww_phys << 10) | {{node_id}};
   END IF;
 END
 ;
--- Local update: above the old version. A primary-key change is a delete of the old key plus an
--- insert of the new one with the same version: above the new key's tombstone too, and a tombstone
--- for the old key.
+-- Local insert, once the row exists: a replicated delete of the key that committed after the
+-- tombstone read above (READ COMMITTED takes no gap lock there) is seen now; the insert is refused
+-- rather than committed below that tombstone. SQLSTATE 40001: retry the transaction.
+CREATE TRIGGER {{name}} AFTER INSERT ON {{table}} FOR EACH ROW
+BEGIN
+  DECLARE lww_stamp BOOLEAN DEFAULT TRUE;
+  DECLARE lww_prev BIGINT UNSIGNED DEFAULT 0;
+  IF @lww_apply IS NOT NULL THEN
+    SET lww_stamp = NOT (CAST(@lww_apply AS BINARY) <=> (SELECT CAST(secret AS BINARY) FROM {{secret}} WHERE singleton = 1));
+  END IF;
+  IF lww_stamp THEN
+    SELECT COALESCE(MAX({{tomb_version}}), 0) INTO lww_prev FROM {{tombstone}} WHERE {{tomb_key_is_new}} FOR UPDATE;
+    IF lww_prev >= NEW.{{version}} THEN
+      SIGNAL SQLSTATE '40001' SET MESSAGE_TEXT = 'lww: a replicated delete of this key committed while the insert ran; retry the transaction';
+    END IF;
+  END IF;
+END
+;
+-- Local update: above the old version (OLD is the locked, latest row at any isolation level). A
+-- primary-key change is a delete of the old key plus an insert of the new one with the same
+-- version: above the new key's tombstone too, and a tombstone for the old key.
 CREATE TRIGGER {{name}} BEFORE UPDATE ON {{table}} FOR EACH ROW
 BEGIN
+  DECLARE lww_stamp BOOLEAN DEFAULT TRUE;
   DECLARE lww_prev BIGINT UNSIGNED DEFAULT 0;
+  DECLARE lww_phys BIGINT UNSIGNED DEFAULT 0;
   DECLARE lww_v BIGINT UNSIGNED DEFAULT 0;
-  IF @lww_apply IS NULL THEN
+  IF @lww_apply IS NOT NULL THEN
+    SET lww_stamp = NOT (CAST(@lww_apply AS BINARY) <=> (SELECT CAST(secret AS BINARY) FROM {{secret}} WHERE singleton = 1));
+  END IF;
+  IF lww_stamp THEN
+    IF TIMESTAMPDIFF(MICROSECOND, SYSDATE(6), NOW(6)) > 1000000 THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lww: the session clock (SET TIMESTAMP) is ahead of the server clock; local writes are stamped with the server time';
+    END IF;
     SET lww_prev = OLD.{{version}};
     IF NOT ({{key_unchanged}}) THEN
       SELECT GREATEST(lww_prev, COALESCE(MAX({{tomb_version}}), 0)) INTO lww_prev FROM {{tombstone}} WHERE {{tomb_key_is_new}} FOR UPDATE;
     END IF;
-    SET lww_v = (GREATEST({{now_us}}, (lww_prev >> 10) + 1) << 10) | {{node_id}};
+    SET lww_phys = GREATEST({{now_us}}, (lww_prev >> 10) + 1);
+    IF lww_phys >= {{max_physical}} THEN
+      SIGNAL SQLSTATE '22003' SET MESSAGE_TEXT = 'lww: version overflow (a stored version is near 2^64); refusing to wrap';
+    END IF;
+    SET lww_v = (lww_phys << 10) | {{node_id}};
     SET NEW.{{version}} = lww_v;
     IF NOT ({{key_unchanged}}) THEN
       INSERT INTO {{tombstone}} ({{key_columns}}, {{version}}) VALUES ({{old_key}}, lww_v)
@@ -54,17 +117,66 @@ BEGIN
   END IF;
 END
 ;
+-- Local primary-key change, once the row sits at its new key: the same re-check as after an insert.
+CREATE TRIGGER {{name}} AFTER UPDATE ON {{table}} FOR EACH ROW
+BEGIN
+  DECLARE lww_stamp BOOLEAN DEFAULT TRUE;
+  DECLARE lww_prev BIGINT UNSIGNED DEFAULT 0;
+  IF @lww_apply IS NOT NULL THEN
+    SET lww_stamp = NOT (CAST(@lww_apply AS BINARY) <=> (SELECT CAST(secret AS BINARY) FROM {{secret}} WHERE singleton = 1));
+  END IF;
+  IF lww_stamp AND NOT ({{key_unchanged}}) THEN
+    SELECT COALESCE(MAX({{tomb_version}}), 0) INTO lww_prev FROM {{tombstone}} WHERE {{tomb_key_is_new}} FOR UPDATE;
+    IF lww_prev >= NEW.{{version}} THEN
+      SIGNAL SQLSTATE '40001' SET MESSAGE_TEXT = 'lww: a replicated delete of the new key committed while the update ran; retry the transaction';
+    END IF;
+  END IF;
+END
+;
 -- Local delete: a tombstone above the deleted row's version and above the key's tombstone (the
 -- delete has seen both), so the tombstone always changes and the binlog always carries the delete's
--- version — even where a non-LWW writer left a row older than its tombstone.
+-- version — even where a non-LWW writer left a row older than its tombstone. The row is already
+-- X-locked by the delete; GREATEST makes a concurrent tombstone write of the sink commute.
 CREATE TRIGGER {{name}} AFTER DELETE ON {{table}} FOR EACH ROW
 BEGIN
+  DECLARE lww_stamp BOOLEAN DEFAULT TRUE;
   DECLARE lww_prev BIGINT UNSIGNED DEFAULT 0;
+  DECLARE lww_phys BIGINT UNSIGNED DEFAULT 0;
   DECLARE lww_v BIGINT UNSIGNED DEFAULT 0;
-  IF @lww_apply IS NULL THEN
+  IF @lww_apply IS NOT NULL THEN
+    SET lww_stamp = NOT (CAST(@lww_apply AS BINARY) <=> (SELECT CAST(secret AS BINARY) FROM {{secret}} WHERE singleton = 1));
+  END IF;
+  IF lww_stamp THEN
+    IF TIMESTAMPDIFF(MICROSECOND, SYSDATE(6), NOW(6)) > 1000000 THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lww: the session clock (SET TIMESTAMP) is ahead of the server clock; local writes are stamped with the server time';
+    END IF;
     SELECT GREATEST(OLD.{{version}}, COALESCE(MAX({{tomb_version}}), 0)) INTO lww_prev FROM {{tombstone}} WHERE {{tomb_key_is_old}} FOR UPDATE;
-    SET lww_v = (GREATEST({{now_us}}, (lww_prev >> 10) + 1) << 10) | {{node_id}};
+    SET lww_phys = GREATEST({{now_us}}, (lww_prev >> 10) + 1);
+    IF lww_phys >= {{max_physical}} THEN
+      SIGNAL SQLSTATE '22003' SET MESSAGE_TEXT = 'lww: version overflow (a stored version is near 2^64); refusing to wrap';
+    END IF;
+    SET lww_v = (lww_phys << 10) | {{node_id}};
     INSERT INTO {{tombstone}} ({{key_columns}}, {{version}}) VALUES ({{old_key}}, lww_v)
       ON DUPLICATE KEY UPDATE {{tomb_version}} = GREATEST({{tomb_version}}, lww_v);
+  END IF;
+END
+;
+-- Only on a table whose rows other installed tables reference with ON DELETE CASCADE: cascaded
+-- deletes fire no triggers, so the parent's delete writes the children's tombstones itself, before
+-- the cascade runs (the children still exist), each above the child row and its old tombstone and
+-- at least the parent delete's version (lww_v, the value the AFTER DELETE trigger computes too).
+-- {{cascade_tombstones}} holds one UPDATE + INSERT pair per referencing foreign key.
+CREATE TRIGGER {{name}} BEFORE DELETE ON {{table}} FOR EACH ROW
+BEGIN
+  DECLARE lww_stamp BOOLEAN DEFAULT TRUE;
+  DECLARE lww_prev BIGINT UNSIGNED DEFAULT 0;
+  DECLARE lww_v BIGINT UNSIGNED DEFAULT 0;
+  IF @lww_apply IS NOT NULL THEN
+    SET lww_stamp = NOT (CAST(@lww_apply AS BINARY) <=> (SELECT CAST(secret AS BINARY) FROM {{secret}} WHERE singleton = 1));
+  END IF;
+  IF lww_stamp THEN
+    SELECT GREATEST(OLD.{{version}}, COALESCE(MAX({{tomb_version}}), 0)) INTO lww_prev FROM {{tombstone}} WHERE {{tomb_key_is_old}} FOR UPDATE;
+    SET lww_v = (GREATEST({{now_us}}, (lww_prev >> 10) + 1) << 10) | {{node_id}};
+{{cascade_tombstones}}
   END IF;
 END

@@ -16,6 +16,7 @@ import {
   hideVersionColumnSql,
   supportsInvisibleColumns,
   backfillVersionSql,
+  CASCADE_CHILDREN_SQL,
   countRegisteredTablesSql,
   dropSchemaSql,
   dropTableSql,
@@ -35,11 +36,11 @@ import {
   unregisterTableSql,
 } from '../sql/install.ts';
 import { quoteIdent } from '../sql/quote.ts';
-import { dropTriggerSql, type TriggerDefinition, triggerDefinitions } from '../sql/triggers.ts';
+import { type CascadeChild, dropTriggerSql, TRIGGER_KINDS, type TriggerDefinition, triggerDefinitions } from '../sql/triggers.ts';
 import { type Logger, silentLogger } from '../writer/options.ts';
 import { loadTableMeta } from '../writer/table-metadata.ts';
 import { inspectTable, type TableInspection } from './inspect.ts';
-import { ensureMetaSchema, ensureTombstoneTable } from './provision.ts';
+import { ensureMetaSchema, ensureTombstoneTable, enterApplySession } from './provision.ts';
 import { baseTablesOf, checkTableSelection, formatTableRef, type TableRef } from './table-list.ts';
 
 export type { TableRef } from './table-list.ts';
@@ -152,8 +153,8 @@ async function withSession<T>(options: InstallTarget, work: (conn: Connection) =
   let saved: RowDataPacket | undefined;
   try {
     if (!owned) [[saved]] = await conn.query<RowDataPacket[]>(SAVE_SESSION_SQL);
-    // Install's own writes (backfill) keep the version they set; triggers get a fixed sql_mode.
-    await conn.query(SET_SESSION_SQL, [1, TRIGGER_SQL_MODE]);
+    // Triggers get a fixed sql_mode; the session becomes an apply session once the secret exists.
+    await conn.query(SET_SESSION_SQL, [null, TRIGGER_SQL_MODE]);
     return await work(conn);
   } finally {
     if (owned) await conn.end().catch(() => conn.destroy());
@@ -212,7 +213,12 @@ async function triggerIsCurrent(conn: Connection, schema: string, def: TriggerDe
   return /FOR EACH ROW\s+$/.test(statement.slice(0, statement.length - def.body.length));
 }
 
-/** Creates missing triggers and replaces outdated ones; returns the names it created or replaced. */
+/**
+ * Creates missing triggers, replaces outdated ones and drops a cascade trigger no longer needed, all
+ * under LOCK TABLES ... WRITE: the table's writers wait, so no write ever sees some of the triggers
+ * and not the others (a delete without its tombstone, an update keeping its old version).
+ * Returns the names it created, replaced or dropped.
+ */
 async function ensureTriggers(conn: Connection, schema: string, table: string, defs: TriggerDefinition[]): Promise<string[]> {
   const existing = await triggersOn(conn, schema, table);
   const missing: TriggerDefinition[] = [];
@@ -222,20 +228,39 @@ async function ensureTriggers(conn: Connection, schema: string, table: string, d
     if (!found) missing.push(def);
     else if (found.timing !== def.timing || found.event !== def.event || !(await triggerIsCurrent(conn, schema, def))) outdated.push(def);
   }
-  for (const def of missing) await conn.query(def.create);
-  if (outdated.length > 0) {
-    // Writers wait while a trigger is swapped, so none of their writes goes unstamped.
-    await conn.query(lockTableForWriteSql(schema, table));
-    try {
-      for (const def of outdated) {
-        await conn.query(dropTriggerSql(schema, def.name));
-        await conn.query(def.create);
-      }
-    } finally {
-      await conn.query(UNLOCK_TABLES_SQL);
-    }
+  const wanted = new Set(defs.map((d) => d.name));
+  const stale = TRIGGER_KINDS.map((k) => triggerName(table, k)).filter((n) => existing.has(n) && !wanted.has(n));
+  if (missing.length + outdated.length + stale.length === 0) return [];
+  await conn.query(lockTableForWriteSql(schema, table));
+  try {
+    for (const name of [...outdated.map((d) => d.name), ...stale]) await conn.query(dropTriggerSql(schema, name));
+    for (const def of [...outdated, ...missing]) await conn.query(def.create);
+  } finally {
+    await conn.query(UNLOCK_TABLES_SQL);
   }
-  return [...missing, ...outdated].map((d) => d.name);
+  return [...missing, ...outdated].map((d) => d.name).concat(stale);
+}
+
+/** Installed tables whose rows reference this table with ON DELETE CASCADE (not itself). */
+async function cascadeChildren(conn: Connection, ref: TableRef, installed: Map<string, RegistryRow>): Promise<CascadeChild[]> {
+  const [rows] = await conn.query<RowDataPacket[]>(CASCADE_CHILDREN_SQL, [ref.schema, ref.table]);
+  const byFk = new Map<string, { schema: string; table: string; columns: { child: string; parent: string }[] }>();
+  for (const r of rows) {
+    const child = { schema: String(r.childSchema), table: String(r.childTable) };
+    if (child.schema === ref.schema && child.table === ref.table) continue;
+    const key = `${formatTableRef(child)}\u0000${String(r.name)}`;
+    const fk = byFk.get(key) ?? { ...child, columns: [] };
+    fk.columns.push({ child: String(r.childColumn), parent: String(r.parentColumn) });
+    byFk.set(key, fk);
+  }
+  const out: CascadeChild[] = [];
+  for (const fk of byFk.values()) {
+    const reg = installed.get(formatTableRef(fk));
+    if (!reg) continue;
+    const meta = await loadTableMeta(conn, fk.schema, fk.table, reg.versionColumn);
+    out.push({ ...fk, primaryKey: meta.primaryKey, versionColumn: reg.versionColumn, tombstoneTable: reg.tombstoneTable });
+  }
+  return out;
 }
 
 async function backfill(conn: Connection, ref: TableRef, versionColumn: string, nodeId: number, chunk: number): Promise<number> {
@@ -301,6 +326,8 @@ export async function install(options: InstallOptions): Promise<InstallResult> {
     const [[server]] = await conn.query<RowDataPacket[]>(VERSION_SQL);
     const invisible = supportsInvisibleColumns(String(server!.version));
     await ensureMetaSchema(conn, metaSchema);
+    // Install's own writes (backfill) keep the version they set.
+    await enterApplySession(conn, metaSchema);
     if (recorded === undefined) {
       try {
         await conn.query(insertNodeIdSql(metaSchema), [nodeId]);
@@ -313,7 +340,9 @@ export async function install(options: InstallOptions): Promise<InstallResult> {
       log.info('recorded node id', { nodeId, metaSchema });
     }
 
-    const tables: InstalledTable[] = [];
+    // Pass 1: registry rows, version columns and tombstone tables of every table (a parent's
+    // cascade trigger writes into its children's tombstone tables).
+    const steps: Array<{ inspection: TableInspection; ref: TableRef; name: string; reg?: RegistryRow; columnMissing: boolean; tombstoneTable: string }> = [];
     for (const inspection of inspections) {
       const ref = { schema: inspection.schema, table: inspection.table };
       const name = formatTableRef(ref);
@@ -334,17 +363,38 @@ export async function install(options: InstallOptions): Promise<InstallResult> {
         log.info('made version column invisible', { table: name, versionColumn });
       }
       const meta = { ...(await loadTableMeta(conn, ref.schema, ref.table, versionColumn)), tombstoneTable };
-      await ensureTombstoneTable(conn, metaSchema, meta);
-      const defs = triggerDefinitions({ ...meta, metaSchema, nodeId });
-      const triggers = await ensureTriggers(conn, ref.schema, ref.table, defs);
+      const tomb = await ensureTombstoneTable(conn, metaSchema, meta, { rebuild: true });
+      if (tomb === 'rebuilt') {
+        const warning = `${name}: its primary key changed; the tombstone table ${metaSchema}.${tombstoneTable} was rebuilt for the new key and its old tombstones dropped (run sync between the nodes)`;
+        warnings.push(warning);
+        log.warn(warning);
+      } else if (tomb === 'altered') log.info('aligned tombstone table with the primary key', { table: name });
+      steps.push({ inspection, ref, name, reg, columnMissing, tombstoneTable });
+    }
+
+    // Pass 2: triggers, each table's in one atomic step, then the backfill.
+    const installed = await registeredTables(conn, metaSchema);
+    const inRun = new Set(steps.map((st) => st.name));
+    const parents = new Map<string, TableRef>();
+    const tables: InstalledTable[] = [];
+    for (const { inspection, ref, name, reg, columnMissing, tombstoneTable } of steps) {
+      const meta = { ...(await loadTableMeta(conn, ref.schema, ref.table, versionColumn)), tombstoneTable };
+      const cascades = await cascadeChildren(conn, ref, installed);
+      const triggers = await ensureTriggers(conn, ref.schema, ref.table, triggerDefinitions({ ...meta, metaSchema, nodeId, cascades }));
       if (triggers.length > 0) log.info('created triggers', { table: name, triggers });
       const backfilledRows = await backfill(conn, ref, versionColumn, nodeId, chunk);
       if (backfilledRows > 0) log.info('backfilled versions', { table: name, rows: backfilledRows });
       for (const fk of inspection.cascadingForeignKeys) {
+        const parent = { schema: ref.schema, table: fk.parent };
+        const parentInstalled = installed.has(formatTableRef(parent));
+        if (parentInstalled && !inRun.has(formatTableRef(parent))) parents.set(formatTableRef(parent), parent);
+        // ON DELETE CASCADE from an installed parent is covered by the parent's BEFORE DELETE trigger.
+        if (fk.onDelete === 'CASCADE' && parentInstalled && !/CASCADE|SET/.test(fk.onUpdate)) continue;
         const warning =
           `${name}: foreign key ${fk.name} (ON DELETE ${fk.onDelete}, ON UPDATE ${fk.onUpdate}) changes rows when ${fk.parent} changes, ` +
-          'and such cascaded changes fire no triggers: they get no new version and deletes get no tombstone. ' +
-          'Use RESTRICT / NO ACTION and delete child rows explicitly, or expect divergence on this table.';
+          'and such cascaded changes fire no triggers: they get no new version' +
+          (fk.onDelete === 'CASCADE' ? ` (deletes get tombstones only when ${fk.parent} is installed too)` : '') +
+          '. Use RESTRICT / NO ACTION and change child rows explicitly, or expect divergence on this table.';
         warnings.push(warning);
         log.warn(warning);
       }
@@ -356,6 +406,14 @@ export async function install(options: InstallOptions): Promise<InstallResult> {
         versionColumnAddedByInstall: columnMissing || (reg?.addedVersionColumn ?? false),
         changes: { registered: !reg, addedVersionColumn: columnMissing, triggers, backfilledRows },
       });
+    }
+    // Installed parents of newly installed children get their cascade trigger now.
+    for (const parent of parents.values()) {
+      const reg = installed.get(formatTableRef(parent))!;
+      const meta = { ...(await loadTableMeta(conn, parent.schema, parent.table, reg.versionColumn)), tombstoneTable: reg.tombstoneTable };
+      const cascades = await cascadeChildren(conn, parent, installed);
+      const triggers = await ensureTriggers(conn, parent.schema, parent.table, triggerDefinitions({ ...meta, metaSchema, nodeId, cascades }));
+      if (triggers.length > 0) log.info('updated cascade triggers', { table: formatTableRef(parent), triggers });
     }
     return { nodeId, metaSchema, recordedNodeId: recorded === undefined, tables, warnings };
   });
@@ -380,7 +438,7 @@ export async function uninstall(options: UninstallOptions): Promise<UninstallRes
       const reg = registry.get(name);
       const existing = await triggersOn(conn, ref.schema, ref.table);
       const droppedTriggers: string[] = [];
-      for (const kind of ['bi', 'bu', 'ad'] as const) {
+      for (const kind of TRIGGER_KINDS) {
         const trigger = triggerName(ref.table, kind);
         if (!existing.has(trigger)) continue;
         await conn.query(dropTriggerSql(ref.schema, trigger));

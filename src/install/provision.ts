@@ -1,17 +1,58 @@
 // Creates what the sink needs on a server: the metadata schema and a table's tombstone table.
 // Shared by the sink (on first use) and the install command. Idempotent.
-import type { Connection } from 'mysql2/promise';
+import type { Connection, RowDataPacket } from 'mysql2/promise';
+import { UnsupportedTableError } from '../errors.ts';
 import type { TableMeta } from '../model/table.ts';
-import { metaSchemaDdl, tombstoneTableDdl } from '../sql/templates.ts';
+import { dropTableSql, enterApplySessionSql, modifyTombstoneColumnsSql } from '../sql/install.ts';
+import { COLUMNS_SQL, UNIQUE_KEYS_SQL } from '../sql/introspect.ts';
+import { columnDefinition, metaSchemaDdl, tombstoneTableDdl } from '../sql/templates.ts';
 
 export async function ensureMetaSchema(conn: Connection, metaSchema: string): Promise<void> {
   for (const stmt of metaSchemaDdl(metaSchema)) await conn.query(stmt);
 }
 
-export async function ensureTombstoneTable(conn: Connection, metaSchema: string, meta: TableMeta): Promise<void> {
+/** Makes the session one whose writes keep their versions (the sink's, install's backfill). */
+export async function enterApplySession(conn: Connection, metaSchema: string): Promise<void> {
+  await conn.query(enterApplySessionSql(metaSchema));
+}
+
+/**
+ * Creates a table's tombstone table, or makes an existing one follow the primary key: a changed
+ * column type or collation is altered in place; a changed set of key columns rebuilds the table
+ * (old tombstones name keys the table no longer has).
+ */
+export async function ensureTombstoneTable(
+  conn: Connection,
+  metaSchema: string,
+  meta: TableMeta,
+  options: { rebuild: boolean } = { rebuild: false },
+): Promise<'unchanged' | 'created' | 'altered' | 'rebuilt'> {
   const key = meta.primaryKey.map((name) => {
     const col = meta.columns.find((c) => c.name === name)!;
     return { name, columnType: col.columnType, charset: col.charset, collation: col.collation };
   });
-  await conn.query(tombstoneTableDdl(metaSchema, meta.tombstoneTable, key, meta.versionColumn));
+  const ddl = tombstoneTableDdl(metaSchema, meta.tombstoneTable, key, meta.versionColumn);
+  const [cols] = await conn.query<RowDataPacket[]>(COLUMNS_SQL, [metaSchema, meta.tombstoneTable]);
+  if (cols.length === 0) {
+    await conn.query(ddl);
+    return 'created';
+  }
+  const [idx] = await conn.query<RowDataPacket[]>(UNIQUE_KEYS_SQL, [metaSchema, meta.tombstoneTable]);
+  const tombKey = idx.filter((r) => r.indexName === 'PRIMARY').map((r) => String(r.columnName));
+  if (tombKey.join('\u0000') !== meta.primaryKey.join('\u0000')) {
+    // Only install drops tombstones; a sink stops and says so.
+    if (!options.rebuild) {
+      throw new UnsupportedTableError(meta.schema, meta.table, `its primary key (${meta.primaryKey.join(', ')}) no longer matches its tombstone table (${tombKey.join(', ')}); run install for it again`);
+    }
+    await conn.query(dropTableSql(metaSchema, meta.tombstoneTable));
+    await conn.query(ddl);
+    return 'rebuilt';
+  }
+  const changed = key.filter((k) => {
+    const c = cols.find((x) => x.name === k.name)!;
+    return String(c.columnType) !== k.columnType || (c.charset ?? null) !== k.charset || (c.collation ?? null) !== k.collation;
+  });
+  if (changed.length === 0) return 'unchanged';
+  await conn.query(modifyTombstoneColumnsSql(metaSchema, meta.tombstoneTable, changed.map(columnDefinition)));
+  return 'altered';
 }

@@ -22,8 +22,11 @@ export function tombstoneTableName(schema: string, table: string): string {
 }
 
 /** Trigger names for a table (kept in the table's own schema, as MySQL requires). */
-export function triggerName(table: string, kind: 'bi' | 'bu' | 'ad'): string {
+export function triggerName(table: string, kind: 'bi' | 'ai' | 'bu' | 'au' | 'ad' | 'bd'): string {
   const natural = `lww_${kind}__${table}`;
   if (fitsIdentifier(natural)) return natural;
   return `lww_${kind}_${shortHash(table)}`;
 }
+
+/** The metadata table holding this node's apply secret (see sql/meta.sql). */
+export const APPLY_SECRET_TABLE = 'apply_secret';

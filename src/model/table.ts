@@ -10,6 +10,8 @@ export interface ColumnMeta {
   generated: boolean;
   charset: string | null;
   collation: string | null;
+  /** MariaDB's JSON: a LONGTEXT the server checks with json_valid(). */
+  json?: boolean;
 }
 
 export interface TableMeta {

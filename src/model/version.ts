@@ -30,7 +30,12 @@ export function parseVersion(value: unknown): bigint {
   return v;
 }
 
+/** Physical parts at or above this do not fit a version (the shift would wrap). */
+export const MAX_PHYSICAL_MICROS = 1n << (64n - NODE_BITS);
+
 export function makeVersion(physicalMicros: bigint, nodeId: number): bigint {
+  if (!Number.isInteger(nodeId) || nodeId < 0 || nodeId > MAX_NODE_ID) throw new RangeError(`node id must be an integer in 0..${MAX_NODE_ID}, got ${nodeId}`);
+  if (physicalMicros < 0n || physicalMicros >= MAX_PHYSICAL_MICROS) throw new RangeError(`physical time ${physicalMicros} µs does not fit a version (0..2^54-1)`);
   return (physicalMicros << NODE_BITS) | BigInt(nodeId);
 }
 

@@ -1,8 +1,30 @@
-// Statement text for applying row changes: the LWW upsert, its REPLACE bypass, tombstones, guarded
-// deletes. Pure functions of table shape and row count; values are always bound (`?`).
+// Statement builders for applying row changes: the tombstone check of a batch's keys (locking), the
+// version-guarded LWW upsert, its REPLACE bypass, tombstones, guarded deletes, read-backs. Pure functions of
+// table shape and values; each returns the text and the values to bind, in order.
+//
+// Key equality belongs to the server: every key value is bound through a typed placeholder (CAST to
+// the column's type, COLLATE the column's collation), so DATETIME(6) '10:00:00' equals
+// '10:00:00.000000', DECIMAL 1.5 equals '1.50', and 'A' equals 'a' under a case-insensitive
+// collation — exactly as the primary-key index compares them.
 import type { Dialect } from './dialect.ts';
 import { usesRowAlias } from './dialect.ts';
 import { placeholders, quoteIdent, quoteList, quoteTable } from './quote.ts';
+
+/** A value bound to a `?`. */
+export type SqlValue = string | number | Buffer | null;
+
+export interface Statement {
+  sql: string;
+  values: SqlValue[];
+}
+
+/** What the builders need to know about a column's type (information_schema names). */
+export interface ColumnType {
+  dataType: string;
+  columnType: string;
+  charset: string | null;
+  collation: string | null;
+}
 
 export interface TableShape {
   schema: string;
@@ -11,6 +33,8 @@ export interface TableShape {
   columns: readonly string[];
   primaryKey: readonly string[];
   versionColumn: string;
+  /** Typed placeholder of each primary-key column, in key order (see keyPlaceholder). */
+  keyPlaceholders: readonly string[];
 }
 
 export interface TombstoneShape {
@@ -18,93 +42,260 @@ export interface TombstoneShape {
   tombstoneTable: string;
   primaryKey: readonly string[];
   versionColumn: string;
+  keyPlaceholders: readonly string[];
 }
 
 const ROW_ALIAS = '_lww_new';
+const INDEX_COLUMN = '_lww_i';
+// Not CAST(? AS UNSIGNED): MySQL types that parameter as a signed BIGINT and clips values above 2^63.
+const UNSIGNED_PLACEHOLDER = 'CAST(? AS DECIMAL(20,0))';
+const VERSION_PLACEHOLDER = UNSIGNED_PLACEHOLDER;
+const SAFE_NAME = /^[A-Za-z0-9_]+$/;
 
-function valuesList(width: number, rows: number): string {
-  const one = placeholders(width);
-  return new Array(rows).fill(one).join(', ');
+/**
+ * The placeholder of a key value, typed like the column so comparisons follow the column's type and
+ * collation: `CAST(? AS DATETIME(6))`, `CAST(? AS DECIMAL(10,2))`, `CAST(? AS CHAR CHARACTER SET
+ * utf8mb4) COLLATE utf8mb4_general_ci`, `CAST(? AS BINARY(4))` (padded like a BINARY(4) column)...
+ */
+export function keyPlaceholder(col: ColumnType): string {
+  const t = col.dataType.toLowerCase();
+  const ct = col.columnType.toLowerCase();
+  const precision = /\((\d+)\)/.exec(ct)?.[1];
+  switch (t) {
+    case 'tinyint':
+    case 'smallint':
+    case 'mediumint':
+    case 'int':
+    case 'integer':
+    case 'bigint':
+      return ct.includes('unsigned') ? UNSIGNED_PLACEHOLDER : 'CAST(? AS SIGNED)';
+    case 'decimal':
+    case 'numeric': {
+      const m = /\((\d+)(?:,(\d+))?\)/.exec(ct);
+      return m ? `CAST(? AS DECIMAL(${m[1]},${m[2] ?? 0}))` : 'CAST(? AS DECIMAL)';
+    }
+    case 'datetime':
+    case 'timestamp':
+      return `CAST(? AS DATETIME${precision ? `(${precision})` : ''})`;
+    case 'time':
+      return `CAST(? AS TIME${precision ? `(${precision})` : ''})`;
+    case 'date':
+      return 'CAST(? AS DATE)';
+    case 'binary':
+      return `CAST(? AS BINARY${precision ? `(${precision})` : ''})`;
+    case 'varbinary':
+    case 'tinyblob':
+    case 'blob':
+    case 'mediumblob':
+    case 'longblob':
+      return 'CAST(? AS BINARY)';
+    case 'char':
+    case 'varchar':
+    case 'tinytext':
+    case 'text':
+    case 'mediumtext':
+    case 'longtext':
+    case 'enum':
+    case 'set': {
+      if (!col.charset || !col.collation || !SAFE_NAME.test(col.charset) || !SAFE_NAME.test(col.collation)) return '?';
+      return `CAST(? AS CHAR CHARACTER SET ${col.charset}) COLLATE ${col.collation}`;
+    }
+    default:
+      return '?';
+  }
+}
+
+function rowsOf(width: number, rows: readonly (readonly SqlValue[])[]): SqlValue[] {
+  const values: SqlValue[] = [];
+  for (const r of rows) {
+    if (r.length !== width) throw new Error(`a row has ${r.length} values, the statement binds ${width}`);
+    for (const v of r) values.push(v);
+  }
+  return values;
+}
+
+/** The placeholder of each written column: typed for key columns and the version, plain otherwise. */
+function columnPlaceholders(shape: TableShape): string[] {
+  const keyIndex = new Map(shape.primaryKey.map((k, i) => [k, i]));
+  return shape.columns.map((c) => {
+    if (c === shape.versionColumn) return VERSION_PLACEHOLDER;
+    const i = keyIndex.get(c);
+    return i === undefined ? '?' : shape.keyPlaceholders[i]!;
+  });
+}
+
+/** `SELECT e1 AS c1, e2 AS c2 UNION ALL SELECT e1, e2 ...` : bound rows as a derived table. */
+function derivedRows(names: readonly string[], exprs: readonly string[], rows: number): string {
+  const first = `SELECT ${exprs.map((e, i) => `${e} AS ${quoteIdent(names[i]!)}`).join(', ')}`;
+  const next = `SELECT ${exprs.join(', ')}`;
+  return [first, ...new Array<string>(rows - 1).fill(next)].join(' UNION ALL ');
+}
+
+function checkShape(shape: TableShape): void {
+  if (shape.columns[shape.columns.length - 1] !== shape.versionColumn) throw new Error('the version column must be the last written column');
+  if (shape.keyPlaceholders.length !== shape.primaryKey.length) throw new Error('one key placeholder per primary-key column');
 }
 
 /**
- * Multi-row LWW upsert: a row is overwritten only by a strictly newer version of the same primary
- * key. The version column is assigned last because assignments are evaluated left to right.
- * Bound values: rows × columns, row-major, in `shape.columns` order.
+ * Locks the tombstones of the given keys (shared; under REPEATABLE READ also the gaps where they
+ * are missing) and returns their versions. The cheap first step of the upsert's tombstone check:
+ * when it finds none (the common case) no key is held back. Keys: key values.
  */
-export function lwwUpsertSql(shape: TableShape, rows: number, dialect: Dialect): string {
-  if (shape.columns[shape.columns.length - 1] !== shape.versionColumn) {
-    throw new Error('the version column must be the last written column');
-  }
+export function lockTombstones(tomb: TombstoneShape, keys: readonly (readonly SqlValue[])[]): Statement {
+  // An OR of per-key equalities, not a row-constructor IN: that one compares a composite key with
+  // mixed types (TIMESTAMP with a DATETIME cast) differently from the index and missed tombstones.
+  const one = keyEquals(tomb.primaryKey, tomb.keyPlaceholders);
+  return {
+    sql:
+      `SELECT ${quoteIdent(tomb.versionColumn)} FROM ${quoteTable(tomb.metaSchema, tomb.tombstoneTable)}` +
+      ` WHERE ${new Array(keys.length).fill(one).join(' OR ')} LOCK IN SHARE MODE`,
+    values: rowsOf(tomb.primaryKey.length, keys),
+  };
+}
+
+/**
+ * Which of the given keys have a tombstone of the same or a newer version (`_lww_i`: positions).
+ * A locking read (shared): the batch's tombstones, and under REPEATABLE READ the gaps where they
+ * are missing, stay as read until commit, so a concurrent local delete waits for the upsert that
+ * follows. Rows: key values then version.
+ */
+export function tombstonedKeys(shape: TableShape, tomb: TombstoneShape, rows: readonly (readonly SqlValue[])[]): Statement {
+  const tombTable = quoteTable(tomb.metaSchema, tomb.tombstoneTable);
+  const names = [INDEX_COLUMN, ...shape.primaryKey.map((_, i) => `_lww_k${i}`), '_lww_v'];
+  const exprs = ['CAST(? AS SIGNED)', ...shape.keyPlaceholders, VERSION_PLACEHOLDER];
+  const ref = (n: string) => `${quoteIdent(ROW_ALIAS)}.${quoteIdent(n)}`;
+  const on = shape.primaryKey.map((k, i) => `${tombTable}.${quoteIdent(k)} = ${ref(names[i + 1]!)}`).join(' AND ');
+  return {
+    sql:
+      `SELECT ${ref(INDEX_COLUMN)} AS ${quoteIdent(INDEX_COLUMN)} FROM (${derivedRows(names, exprs, rows.length)}) AS ${quoteIdent(ROW_ALIAS)}` +
+      ` JOIN ${tombTable} ON ${on} WHERE ${tombTable}.${quoteIdent(tomb.versionColumn)} >= ${ref('_lww_v')} LOCK IN SHARE MODE`,
+    values: rows.flatMap((r, i) => {
+      if (r.length !== shape.primaryKey.length + 1) throw new Error(`a row has ${r.length} values, the statement binds ${shape.primaryKey.length + 1}`);
+      return [String(i), ...r];
+    }),
+  };
+}
+
+/**
+ * The LWW upsert of rows (values of `shape.columns`, version last), for keys without a newer
+ * tombstone (see tombstonedKeys, read first in the same transaction):
+ * - an existing row is overwritten only by a strictly newer version of the same primary key (the
+ *   key guard keeps a secondary UNIQUE clash from overwriting an unrelated row);
+ * - key columns are assigned under the same guard, so a collated key's spelling converges.
+ * The version column is assigned last: assignments are evaluated left to right. Values stay in a
+ * VALUES list: a derived table would cut long values at 64 KiB (MySQL) or crash the server (MariaDB).
+ */
+export function lwwUpsert(shape: TableShape, rows: readonly (readonly SqlValue[])[], dialect: Dialect): Statement {
+  checkShape(shape);
+  if (rows.length === 0) throw new Error('an upsert needs at least one row');
   const target = quoteTable(shape.schema, shape.table);
   const stored = (c: string) => `${target}.${quoteIdent(c)}`;
   const alias = usesRowAlias(dialect);
   const incoming = (c: string) => (alias ? `${quoteIdent(ROW_ALIAS)}.${quoteIdent(c)}` : `VALUES(${quoteIdent(c)})`);
-  const newer = [
-    `${incoming(shape.versionColumn)} > ${stored(shape.versionColumn)}`,
-    ...shape.primaryKey.map((k) => `${incoming(k)} = ${stored(k)}`),
-  ].join(' AND ');
-  const pk = new Set(shape.primaryKey);
-  const assignments = shape.columns
-    .filter((c) => !pk.has(c))
-    .map((c) => `${quoteIdent(c)} = IF(${newer}, ${incoming(c)}, ${stored(c)})`);
-  return (
-    `INSERT INTO ${target} (${quoteList(shape.columns)}) VALUES ${valuesList(shape.columns.length, rows)}` +
-    (alias ? ` AS ${quoteIdent(ROW_ALIAS)}` : '') +
-    ` ON DUPLICATE KEY UPDATE ${assignments.join(', ')}`
+  const newer = [`${incoming(shape.versionColumn)} > ${stored(shape.versionColumn)}`, ...shape.primaryKey.map((k) => `${incoming(k)} = ${stored(k)}`)].join(
+    ' AND ',
   );
+  const assignments = shape.columns.map((c) => `${quoteIdent(c)} = IF(${newer}, ${incoming(c)}, ${stored(c)})`);
+  const one = `(${columnPlaceholders(shape).join(', ')})`;
+  const sql =
+    `INSERT INTO ${target} (${quoteList(shape.columns)}) VALUES ${new Array(rows.length).fill(one).join(', ')}` +
+    (alias ? ` AS ${quoteIdent(ROW_ALIAS)}` : '') +
+    ` ON DUPLICATE KEY UPDATE ${assignments.join(', ')}`;
+  return { sql, values: rowsOf(shape.columns.length, rows) };
 }
 
 /** What a non-LWW sink does: the incoming row replaces whatever is there. */
-export function replaceSql(shape: TableShape, rows: number): string {
-  return `REPLACE INTO ${quoteTable(shape.schema, shape.table)} (${quoteList(shape.columns)}) VALUES ${valuesList(shape.columns.length, rows)}`;
+export function replaceRows(shape: TableShape, rows: readonly (readonly SqlValue[])[]): Statement {
+  const one = placeholders(shape.columns.length);
+  return {
+    sql: `REPLACE INTO ${quoteTable(shape.schema, shape.table)} (${quoteList(shape.columns)}) VALUES ${new Array(rows.length).fill(one).join(', ')}`,
+    values: rowsOf(shape.columns.length, rows),
+  };
 }
 
-/** `(a, b) IN ((?, ?), ...)` or `a IN (?, ...)`; bound values: keys × key columns. */
-function keyIn(columns: readonly string[], keys: number, qualify: (c: string) => string = quoteIdent): string {
-  if (columns.length === 1) {
-    return `${qualify(columns[0]!)} IN (${new Array(keys).fill('?').join(', ')})`;
-  }
-  return `(${columns.map(qualify).join(', ')}) IN (${valuesList(columns.length, keys)})`;
+/** `(a = e1 AND b = e2)` for one key, columns qualified by `qualify`. */
+function keyEquals(columns: readonly string[], exprs: readonly string[], qualify: (c: string) => string = quoteIdent): string {
+  const parts = columns.map((c, i) => `${qualify(c)} = ${exprs[i]!}`);
+  return parts.length === 1 ? parts[0]! : `(${parts.join(' AND ')})`;
 }
 
-/** Locking read of the tombstones of a batch's keys; locks the gaps too, so a concurrent local insert waits. */
-export function selectTombstonesForUpdateSql(shape: TombstoneShape, keys: number): string {
-  return (
-    `SELECT ${quoteList([...shape.primaryKey, shape.versionColumn])} FROM ${quoteTable(shape.metaSchema, shape.tombstoneTable)}` +
-    ` WHERE ${keyIn(shape.primaryKey, keys)} FOR UPDATE`
-  );
+/**
+ * Upserts tombstones keeping the highest version; a newer tombstone also takes the incoming key
+ * spelling (collated keys converge like rows). Rows: key values then the delete's version.
+ */
+export function upsertTombstones(tomb: TombstoneShape, rows: readonly (readonly SqlValue[])[], dialect: Dialect): Statement {
+  const target = quoteTable(tomb.metaSchema, tomb.tombstoneTable);
+  const v = quoteIdent(tomb.versionColumn);
+  const alias = usesRowAlias(dialect);
+  const incoming = (c: string) => (alias ? `${quoteIdent(ROW_ALIAS)}.${quoteIdent(c)}` : `VALUES(${quoteIdent(c)})`);
+  const one = `(${[...tomb.keyPlaceholders, VERSION_PLACEHOLDER].join(', ')})`;
+  const newer = `${incoming(tomb.versionColumn)} > ${target}.${v}`;
+  const keys = tomb.primaryKey.map((k) => `${quoteIdent(k)} = IF(${newer}, ${incoming(k)}, ${target}.${quoteIdent(k)})`);
+  return {
+    sql:
+      `INSERT INTO ${target} (${quoteList([...tomb.primaryKey, tomb.versionColumn])}) VALUES ${new Array(rows.length).fill(one).join(', ')}` +
+      (alias ? ` AS ${quoteIdent(ROW_ALIAS)}` : '') +
+      ` ON DUPLICATE KEY UPDATE ${[...keys, `${v} = GREATEST(${target}.${v}, ${incoming(tomb.versionColumn)})`].join(', ')}`,
+    values: rowsOf(tomb.primaryKey.length + 1, rows),
+  };
 }
 
-/** Upserts tombstones keeping the highest version. Bound values: keys × (key columns + version). */
-export function upsertTombstonesSql(shape: TombstoneShape, rows: number, dialect: Dialect): string {
-  const target = quoteTable(shape.metaSchema, shape.tombstoneTable);
+/** Deletes each key only where the stored version is older than the delete. Rows: key values then version. */
+export function guardedDelete(shape: TableShape, rows: readonly (readonly SqlValue[])[]): Statement {
+  const one = `(${[...shape.primaryKey.map((k, i) => `${quoteIdent(k)} = ${shape.keyPlaceholders[i]!}`), `${quoteIdent(shape.versionColumn)} < ${VERSION_PLACEHOLDER}`].join(' AND ')})`;
+  return {
+    sql: `DELETE FROM ${quoteTable(shape.schema, shape.table)} WHERE ${new Array(rows.length).fill(one).join(' OR ')}`,
+    values: rowsOf(shape.primaryKey.length + 1, rows),
+  };
+}
+
+/** Plain delete by key (the bypass). Rows: key values. */
+export function plainDelete(shape: TableShape, keys: readonly (readonly SqlValue[])[]): Statement {
+  const one = keyEquals(shape.primaryKey, shape.keyPlaceholders);
+  return {
+    sql: `DELETE FROM ${quoteTable(shape.schema, shape.table)} WHERE ${new Array(keys.length).fill(one).join(' OR ')}`,
+    values: rowsOf(shape.primaryKey.length, keys),
+  };
+}
+
+/**
+ * For each given key (by position), the stored row's version and the tombstone's version, matched
+ * by the server's key equality; a missing side reads NULL. Tells an upsert that lost to a newer row
+ * or tombstone from one that clashed on a secondary UNIQUE key. Returns columns `_lww_i`, `row_version`, `tomb_version`.
+ */
+export function readBackVersions(shape: TableShape, tomb: TombstoneShape, keys: readonly (readonly SqlValue[])[]): Statement {
+  const target = quoteTable(shape.schema, shape.table);
+  const tombTable = quoteTable(tomb.metaSchema, tomb.tombstoneTable);
+  const names = [INDEX_COLUMN, ...shape.primaryKey.map((_, i) => `_lww_k${i}`)];
+  const exprs = ['CAST(? AS SIGNED)', ...shape.keyPlaceholders];
+  const ref = (i: number) => `${quoteIdent(ROW_ALIAS)}.${quoteIdent(names[i + 1]!)}`;
+  const on = (table: string) => shape.primaryKey.map((k, i) => `${table}.${quoteIdent(k)} = ${ref(i)}`).join(' AND ');
   const v = quoteIdent(shape.versionColumn);
-  const incoming = usesRowAlias(dialect) ? `${quoteIdent(ROW_ALIAS)}.${v}` : `VALUES(${v})`;
-  return (
-    `INSERT INTO ${target} (${quoteList([...shape.primaryKey, shape.versionColumn])}) VALUES ${valuesList(shape.primaryKey.length + 1, rows)}` +
-    (usesRowAlias(dialect) ? ` AS ${quoteIdent(ROW_ALIAS)}` : '') +
-    ` ON DUPLICATE KEY UPDATE ${v} = GREATEST(${target}.${v}, ${incoming})`
-  );
+  return {
+    sql:
+      `SELECT ${quoteIdent(ROW_ALIAS)}.${quoteIdent(INDEX_COLUMN)} AS ${quoteIdent(INDEX_COLUMN)}, ${target}.${v} AS row_version, ${tombTable}.${quoteIdent(tomb.versionColumn)} AS tomb_version` +
+      ` FROM (${derivedRows(names, exprs, keys.length)}) AS ${quoteIdent(ROW_ALIAS)}` +
+      ` LEFT JOIN ${target} ON ${on(target)} LEFT JOIN ${tombTable} ON ${on(tombTable)}`,
+    values: keys.flatMap((k, i) => [String(i), ...k]),
+  };
 }
 
-/** Deletes each key only where the stored version is older than the delete. Bound: per key, key columns then version. */
-export function guardedDeleteSql(shape: TableShape, keys: number): string {
-  const one = `(${[...shape.primaryKey.map((k) => `${quoteIdent(k)} = ?`), `${quoteIdent(shape.versionColumn)} < ?`].join(' AND ')})`;
-  return `DELETE FROM ${quoteTable(shape.schema, shape.table)} WHERE ${new Array(keys).fill(one).join(' OR ')}`;
-}
-
-/** Plain delete by key (the bypass). Bound: keys × key columns. */
-export function plainDeleteSql(shape: TableShape, keys: number): string {
-  return `DELETE FROM ${quoteTable(shape.schema, shape.table)} WHERE ${keyIn(shape.primaryKey, keys)}`;
-}
-
-/** Current versions of a batch's keys (to tell stale rows from unique-key clashes). Bound: keys × key columns. */
-export function selectVersionsSql(shape: TableShape, keys: number): string {
-  return (
-    `SELECT ${quoteList([...shape.primaryKey, shape.versionColumn])} FROM ${quoteTable(shape.schema, shape.table)}` +
-    ` WHERE ${keyIn(shape.primaryKey, keys)}`
-  );
+/**
+ * Whether pairs of key values are the same key for the server (`same0`, `same1`, ... as 0/1): an
+ * update from 'A' to 'a' under a case-insensitive collation does not change the primary key.
+ * Pairs: old key values then new key values.
+ */
+export function sameKeys(shape: Pick<TableShape, 'primaryKey' | 'keyPlaceholders'>, pairs: readonly (readonly SqlValue[])[]): Statement {
+  const n = shape.primaryKey.length;
+  const one = (i: number) => `(${shape.keyPlaceholders.map((p) => `${p} = ${p}`).join(' AND ')}) AS ${quoteIdent(`same${i}`)}`;
+  // Each comparison binds old[k], new[k] per key column, in key order.
+  return {
+    sql: `SELECT ${pairs.map((_, i) => one(i)).join(', ')}`,
+    values: pairs.flatMap((p) => {
+      if (p.length !== 2 * n) throw new Error(`a key pair has ${p.length} values, expected ${2 * n}`);
+      return p.slice(0, n).flatMap((v, k) => [v, p[n + k]!]);
+    }),
+  };
 }
 
 /** Appends a row to the conflict log. Bound: source_id, schema, table, reason, version, row_json. */
@@ -112,22 +303,5 @@ export function insertConflictSql(metaSchema: string): string {
   return (
     `INSERT INTO ${quoteTable(metaSchema, 'conflicts')} (${quoteList(['source_id', 'schema_name', 'table_name', 'reason', 'version', 'row_json'])})` +
     ` VALUES ${placeholders(6)}`
-  );
-}
-
-/**
- * Removes rows of the given keys whose tombstone is as new or newer. Needed where the server
- * considers keys equal that differ as values (case- or accent-insensitive collations): the join
- * compares with the key's own collation. Bound: keys × key columns.
- */
-export function deleteRowsUnderTombstoneSql(shape: TableShape, tomb: TombstoneShape, keys: number): string {
-  // No alias for the target: without a default database both engines reject an aliased delete list.
-  const target = quoteTable(shape.schema, shape.table);
-  const tombTable = quoteTable(tomb.metaSchema, tomb.tombstoneTable);
-  const on = shape.primaryKey.map((k) => `${tombTable}.${quoteIdent(k)} = ${target}.${quoteIdent(k)}`).join(' AND ');
-  const v = quoteIdent(shape.versionColumn);
-  return (
-    `DELETE ${target} FROM ${target} JOIN ${tombTable} ON ${on}` +
-    ` WHERE ${tombTable}.${v} >= ${target}.${v} AND ${keyIn(shape.primaryKey, keys, (c) => `${target}.${quoteIdent(c)}`)}`
   );
 }

@@ -1,6 +1,7 @@
 // Statement text for install / uninstall: the node and table registry in the metadata schema, the
 // version column, its backfill, and the catalog reads that decide what is already there.
 // Pure functions; values are bound (`?`).
+import { APPLY_SECRET_TABLE } from '../model/names.ts';
 import { quoteIdent, quoteTable } from './quote.ts';
 import { NOW_MICROS_SQL } from './triggers.ts';
 
@@ -15,6 +16,21 @@ export const SCHEMA_BASE_TABLES_SQL =
 export const TABLE_TRIGGERS_SQL =
   'SELECT TRIGGER_NAME AS name, ACTION_TIMING AS timing, EVENT_MANIPULATION AS event FROM information_schema.TRIGGERS' +
   ' WHERE EVENT_OBJECT_SCHEMA = ? AND EVENT_OBJECT_TABLE = ?';
+
+/** Foreign-key columns of tables whose rows reference this one with ON DELETE CASCADE (bound: schema, table). */
+export const CASCADE_CHILDREN_SQL =
+  'SELECT kcu.TABLE_SCHEMA AS childSchema, kcu.TABLE_NAME AS childTable, kcu.CONSTRAINT_NAME AS name,' +
+  ' kcu.COLUMN_NAME AS childColumn, kcu.REFERENCED_COLUMN_NAME AS parentColumn' +
+  ' FROM information_schema.REFERENTIAL_CONSTRAINTS rc JOIN information_schema.KEY_COLUMN_USAGE kcu' +
+  ' ON kcu.CONSTRAINT_SCHEMA = rc.CONSTRAINT_SCHEMA AND kcu.CONSTRAINT_NAME = rc.CONSTRAINT_NAME AND kcu.TABLE_NAME = rc.TABLE_NAME' +
+  " WHERE rc.UNIQUE_CONSTRAINT_SCHEMA = ? AND rc.REFERENCED_TABLE_NAME = ? AND rc.DELETE_RULE = 'CASCADE'" +
+  ' ORDER BY kcu.TABLE_SCHEMA, kcu.TABLE_NAME, kcu.CONSTRAINT_NAME, kcu.ORDINAL_POSITION';
+
+/** CHECK clauses of a table: MariaDB's JSON is LONGTEXT with CHECK (json_valid(`col`)) (bound: schema, table). */
+export const CHECK_CLAUSES_SQL =
+  'SELECT cc.CHECK_CLAUSE AS clause FROM information_schema.TABLE_CONSTRAINTS tc JOIN information_schema.CHECK_CONSTRAINTS cc' +
+  ' ON cc.CONSTRAINT_SCHEMA = tc.CONSTRAINT_SCHEMA AND cc.CONSTRAINT_NAME = tc.CONSTRAINT_NAME' +
+  " WHERE tc.TABLE_SCHEMA = ? AND tc.TABLE_NAME = ? AND tc.CONSTRAINT_TYPE = 'CHECK'";
 
 /** Foreign keys of a table whose actions change its rows without firing its triggers (bound: schema, table). */
 export const CASCADING_FOREIGN_KEYS_SQL =
@@ -36,6 +52,14 @@ export const SAVE_SESSION_SQL = 'SELECT @lww_apply AS apply, @@SESSION.sql_mode 
 
 /** Bound: @lww_apply value, sql_mode. */
 export const SET_SESSION_SQL = 'SET @lww_apply = ?, SESSION sql_mode = ?';
+
+/**
+ * Makes this session a replicator session: @lww_apply takes the node's secret, so the triggers
+ * keep the versions it writes. Needs SELECT on the metadata schema (applications have none).
+ */
+export function enterApplySessionSql(metaSchema: string): string {
+  return `SET @lww_apply = (SELECT secret FROM ${quoteTable(metaSchema, APPLY_SECRET_TABLE)} WHERE singleton = 1)`;
+}
 
 export function selectNodeIdSql(metaSchema: string): string {
   return `SELECT node_id AS nodeId FROM ${quoteTable(metaSchema, 'node')} WHERE singleton = 1`;
@@ -102,7 +126,7 @@ export function dropVersionColumnSql(schema: string, table: string, versionColum
 
 /**
  * Gives up to `limit` unversioned rows (version 0) a version of this node: (now_us << 10) | node id,
- * the same integer math as the triggers. Run with @lww_apply set so the update trigger keeps it.
+ * the same integer math as the triggers. Run in an apply session so the update trigger keeps it.
  * Bound: node id.
  */
 export function backfillVersionSql(schema: string, table: string, versionColumn: string, limit: number): string {
@@ -128,4 +152,9 @@ export function dropTableSql(schema: string, table: string): string {
 
 export function dropSchemaSql(schema: string): string {
   return `DROP DATABASE IF EXISTS ${quoteIdent(schema)}`;
+}
+
+/** Tombstone key columns whose type or collation no longer matches the table's primary key. */
+export function modifyTombstoneColumnsSql(metaSchema: string, tombstoneTable: string, definitions: readonly string[]): string {
+  return `ALTER TABLE ${quoteTable(metaSchema, tombstoneTable)} ${definitions.map((d) => `MODIFY COLUMN ${d}`).join(', ')}`;
 }

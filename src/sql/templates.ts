@@ -54,7 +54,8 @@ export interface KeyColumnDef {
 
 const SAFE_NAME = /^[A-Za-z0-9_]+$/;
 
-function columnDefinition(col: KeyColumnDef): string {
+/** `name type CHARACTER SET cs COLLATE coll NOT NULL` of one tombstone key column. */
+export function columnDefinition(col: KeyColumnDef): string {
   let def = `${quoteIdent(col.name)} ${col.columnType}`;
   if (col.charset && SAFE_NAME.test(col.charset)) def += ` CHARACTER SET ${col.charset}`;
   if (col.collation && SAFE_NAME.test(col.collation)) def += ` COLLATE ${col.collation}`;

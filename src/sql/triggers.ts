@@ -4,10 +4,10 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { MAX_NODE_ID } from '../model/version.ts';
-import { triggerName } from '../model/names.ts';
+import { APPLY_SECRET_TABLE, triggerName } from '../model/names.ts';
 import { quoteIdent, quoteList, quoteTable } from './quote.ts';
 
-export type TriggerKind = 'bi' | 'bu' | 'ad';
+export type TriggerKind = 'bi' | 'ai' | 'bu' | 'au' | 'ad' | 'bd';
 
 export interface TriggerTarget {
   schema: string;
@@ -19,6 +19,19 @@ export interface TriggerTarget {
   tombstoneTable: string;
   /** Baked into the trigger text: the low 10 bits of every version this server stamps. */
   nodeId: number;
+  /** Installed tables whose rows reference this one with ON DELETE CASCADE (they get a BEFORE DELETE trigger). */
+  cascades?: readonly CascadeChild[];
+}
+
+/** A table whose rows are deleted by a foreign key's ON DELETE CASCADE when a row of the parent goes. */
+export interface CascadeChild {
+  schema: string;
+  table: string;
+  primaryKey: readonly string[];
+  versionColumn: string;
+  tombstoneTable: string;
+  /** Foreign-key column pairs: the child's column and the parent column it references. */
+  columns: readonly { child: string; parent: string }[];
 }
 
 export interface TriggerDefinition {
@@ -37,9 +50,19 @@ export const NOW_MICROS_SQL = "CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00
 
 const KINDS: readonly { kind: TriggerKind; timing: TriggerDefinition['timing']; event: TriggerDefinition['event'] }[] = [
   { kind: 'bi', timing: 'BEFORE', event: 'INSERT' },
+  { kind: 'ai', timing: 'AFTER', event: 'INSERT' },
   { kind: 'bu', timing: 'BEFORE', event: 'UPDATE' },
+  { kind: 'au', timing: 'AFTER', event: 'UPDATE' },
   { kind: 'ad', timing: 'AFTER', event: 'DELETE' },
 ];
+
+const CASCADE_KIND = { kind: 'bd', timing: 'BEFORE', event: 'DELETE' } as const;
+
+/** Every trigger kind install may create (uninstall drops these names). */
+export const TRIGGER_KINDS: readonly TriggerKind[] = [...KINDS.map((k) => k.kind), CASCADE_KIND.kind];
+
+/** Physical parts at or above this do not fit a version: (2^54 << 10) wraps to 0. */
+const MAX_PHYSICAL = 1n << 54n;
 
 let templates: string[] | undefined;
 
@@ -57,8 +80,8 @@ function triggerTemplates(): string[] {
       )
       .filter((part) => part.length > 0);
     const wellFormed = templates.every((t) => /^CREATE TRIGGER [^\n]* FOR EACH ROW\nBEGIN\n/.test(t));
-    if (templates.length !== KINDS.length || !wellFormed) {
-      throw new Error(`sql/triggers.sql must hold ${KINDS.length} templates, each "CREATE TRIGGER ... FOR EACH ROW" then a BEGIN line`);
+    if (templates.length !== KINDS.length + 1 || !wellFormed) {
+      throw new Error(`sql/triggers.sql must hold ${KINDS.length + 1} templates, each "CREATE TRIGGER ... FOR EACH ROW" then a BEGIN line`);
     }
   }
   return templates;
@@ -72,7 +95,7 @@ function render(template: string, vars: Record<string, string>): string {
   });
 }
 
-/** The three triggers of one table (before insert, before update, after delete). */
+/** The triggers of one table: before and after insert, before and after update, after delete. */
 export function triggerDefinitions(target: TriggerTarget): TriggerDefinition[] {
   if (!Number.isInteger(target.nodeId) || target.nodeId < 0 || target.nodeId > MAX_NODE_ID) {
     throw new RangeError(`node id must be an integer in 0..${MAX_NODE_ID}, got ${target.nodeId}`);
@@ -100,19 +123,39 @@ export function triggerDefinitions(target: TriggerTarget): TriggerDefinition[] {
     key_unchanged: pairs(ofNew, ofOld),
     now_us: NOW_MICROS_SQL,
     node_id: String(target.nodeId),
+    secret: quoteTable(target.metaSchema, APPLY_SECRET_TABLE),
+    max_physical: MAX_PHYSICAL.toString(),
   };
+  const cascades = target.cascades ?? [];
   const texts = triggerTemplates();
-  return KINDS.map((k, i) => {
+  const kinds = cascades.length > 0 ? [...KINDS, CASCADE_KIND] : KINDS;
+  const vars0 = { ...shared, cascade_tombstones: cascades.map((c) => cascadeTombstones(c, target.metaSchema, shared.now_us, shared.node_id)).join('\n') };
+  return kinds.map((k, i) => {
     const name = triggerName(target.table, k.kind);
     // Head and body are rendered apart: a quoted name may contain any text, even "FOR EACH ROW".
     const template = texts[i]!;
     const cut = template.indexOf('\n');
-    const vars = { ...shared, name: quoteTable(target.schema, name) };
+    const vars = { ...vars0, name: quoteTable(target.schema, name) };
     const head = render(template.slice(0, cut), vars);
     const body = render(template.slice(cut + 1), vars);
     const create = `${head}\n${body}`;
     return { ...k, name, body, create };
   });
+}
+
+/** The UPDATE + INSERT that raise or write the tombstones of one foreign key's cascaded child rows. */
+function cascadeTombstones(c: CascadeChild, metaSchema: string, nowUs: string, nodeId: string): string {
+  const child = quoteTable(c.schema, c.table);
+  const tomb = quoteTable(metaSchema, c.tombstoneTable);
+  const v = quoteIdent(c.versionColumn);
+  const keyMatch = c.primaryKey.map((k) => `${tomb}.${quoteIdent(k)} = ${child}.${quoteIdent(k)}`).join(' AND ');
+  const ofParent = c.columns.map((p) => `${child}.${quoteIdent(p.child)} = OLD.${quoteIdent(p.parent)}`).join(' AND ');
+  const hlc = (prev: string) => `((GREATEST(${nowUs}, (${prev} >> 10) + 1) << 10) | ${nodeId})`;
+  return (
+    `    UPDATE ${tomb} JOIN ${child} ON ${keyMatch} SET ${tomb}.${v} = GREATEST(${tomb}.${v}, lww_v, ${hlc(`GREATEST(${child}.${v}, ${tomb}.${v})`)}) WHERE ${ofParent};\n` +
+    `    INSERT INTO ${tomb} (${quoteList([...c.primaryKey, c.versionColumn])}) SELECT ${c.primaryKey.map((k) => `${child}.${quoteIdent(k)}`).join(', ')}, GREATEST(lww_v, ${hlc(`${child}.${v}`)})` +
+    ` FROM ${child} WHERE ${ofParent} AND NOT EXISTS (SELECT 1 FROM ${tomb} WHERE ${keyMatch});`
+  );
 }
 
 /** DROP TRIGGER IF EXISTS for one of a table's triggers. */

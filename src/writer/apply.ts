@@ -1,33 +1,40 @@
-// Executes one target transaction: per table, locking read of tombstones, tombstones before
-// deletes, guarded deletes, the multi-row LWW upsert, unique-clash detection; then the checkpoint
-// advance for every source in the batch; then commit. Counts are returned, never merged here.
+// Executes one target transaction: per table, tombstones before deletes, guarded deletes, then the
+// LWW upsert (a locking read of the keys' tombstones, then the version guard and key assignment,
+// both decided by the server's key comparison), rows clashing on a secondary UNIQUE key retried and then replayed in source order;
+// then the checkpoint advance for every source in the batch; then commit. Counts are returned,
+// never merged here.
+//
+// Locking (see README "Why concurrent local writes stay exact"): the sink runs at REPEATABLE READ.
+// A delete writes (and X-locks) the tombstone before it deletes the row; the upsert reads the
+// tombstones with a shared lock first, so a tombstone being written concurrently is waited for and
+// none can appear before commit.
 import type { Connection, ResultSetHeader, RowDataPacket } from 'mysql2/promise';
 import { OwnershipLostError } from '../errors.ts';
 import type { TableMeta } from '../model/table.ts';
 import { advanceCheckpointSql, readCheckpointSql } from '../sql/checkpoint.ts';
 import type { Dialect } from '../sql/dialect.ts';
 import {
-  deleteRowsUnderTombstoneSql,
-  guardedDeleteSql,
+  guardedDelete,
   insertConflictSql,
-  lwwUpsertSql,
-  plainDeleteSql,
-  replaceSql,
-  selectTombstonesForUpdateSql,
-  selectVersionsSql,
+  keyPlaceholder,
+  lockTombstones,
+  lwwUpsert,
+  plainDelete,
+  readBackVersions,
+  replaceRows,
+  type Statement,
   type TableShape,
   type TombstoneShape,
-  upsertTombstonesSql,
+  tombstonedKeys,
+  upsertTombstones,
 } from '../sql/dml.ts';
-import type { KeyPlan, TablePlan } from './coalesce.ts';
-import { keyIdOf } from './prepare.ts';
+import type { KeyPlan, PlannedUpsert, TablePlan } from './coalesce.ts';
 import { emptyCounters, type TableCounters, upsertOutcome } from './stats.ts';
-import { type SqlValue, toSqlValue } from './values.ts';
+import type { SqlValue } from './values.ts';
 
 /** Bound parameters per statement stay below the protocol's 65,535 limit. */
 const MAX_PARAMS = 60_000;
 const MAX_ROWS_PER_STATEMENT = 1024;
-const MAX_KEYS_PER_LOOKUP = 1000;
 
 export interface CheckpointAdvance {
   sourceId: string;
@@ -59,207 +66,230 @@ export class StatementError extends Error {
   }
 }
 
-function chunks<T>(items: T[], size: number): T[][] {
+function chunks<T>(items: readonly T[], size: number): T[][] {
   const out: T[][] = [];
   for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
   return out;
 }
 
-function shapeOf(meta: TableMeta): TableShape {
-  return { schema: meta.schema, table: meta.table, columns: meta.writableColumns, primaryKey: meta.primaryKey, versionColumn: meta.versionColumn };
+interface Shapes {
+  name: string;
+  table: TableShape;
+  tomb: TombstoneShape;
 }
 
-function tombShapeOf(meta: TableMeta, metaSchema: string): TombstoneShape {
-  return { metaSchema, tombstoneTable: meta.tombstoneTable, primaryKey: meta.primaryKey, versionColumn: meta.versionColumn };
+const shapeCache = new WeakMap<TableMeta, Map<string, Shapes>>();
+
+/** Statement shapes of a table, built once per metadata object (and metadata schema). */
+export function shapesOf(meta: TableMeta, metaSchema: string): Shapes {
+  let byMeta = shapeCache.get(meta);
+  if (!byMeta) {
+    byMeta = new Map();
+    shapeCache.set(meta, byMeta);
+  }
+  let s = byMeta.get(metaSchema);
+  if (!s) {
+    const keyPlaceholders = meta.primaryKey.map((k) => keyPlaceholder(meta.columns.find((c) => c.name === k)!));
+    s = {
+      name: `${meta.schema}.${meta.table}`,
+      table: { schema: meta.schema, table: meta.table, columns: meta.writableColumns, primaryKey: meta.primaryKey, versionColumn: meta.versionColumn, keyPlaceholders },
+      tomb: { metaSchema, tombstoneTable: meta.tombstoneTable, primaryKey: meta.primaryKey, versionColumn: meta.versionColumn, keyPlaceholders },
+    };
+    byMeta.set(metaSchema, s);
+  }
+  return s;
 }
 
-async function exec(ctx: ApplyContext, table: string, sql: string, values: SqlValue[]): Promise<ResultSetHeader> {
+async function run(ctx: ApplyContext, table: string, stmt: Statement): Promise<ResultSetHeader> {
   try {
-    const [res] = await ctx.conn.execute<ResultSetHeader>({ sql, timeout: ctx.queryTimeoutMs }, values);
+    const [res] = await ctx.conn.execute<ResultSetHeader>({ sql: stmt.sql, timeout: ctx.queryTimeoutMs }, stmt.values);
     return res;
   } catch (err) {
     throw new StatementError(table, err);
   }
 }
 
-async function select(ctx: ApplyContext, table: string, sql: string, values: SqlValue[]): Promise<RowDataPacket[]> {
+async function select(ctx: ApplyContext, table: string, stmt: Statement): Promise<RowDataPacket[]> {
   try {
-    const [rows] = await ctx.conn.execute<RowDataPacket[]>({ sql, timeout: ctx.queryTimeoutMs }, values);
+    const [rows] = await ctx.conn.execute<RowDataPacket[]>({ sql: stmt.sql, timeout: ctx.queryTimeoutMs }, stmt.values);
     return rows;
   } catch (err) {
     throw new StatementError(table, err);
   }
 }
 
-/** Key id of a row read back from the server, normalized like incoming keys. */
-function readKeyId(meta: TableMeta, row: RowDataPacket): string {
-  return keyIdOf(meta.primaryKey.map((k) => toSqlValue(meta.columns.find((c) => c.name === k)!, row[k])));
-}
-
 function isDupEntry(err: unknown): boolean {
-  return err instanceof StatementError && (err.cause as { errno?: number })?.errno === 1062;
+  const errno = (err instanceof StatementError ? (err.cause as { errno?: number }) : undefined)?.errno;
+  return errno === 1062 || errno === 1586;
 }
 
-async function readTombstones(ctx: ApplyContext, meta: TableMeta, keys: KeyPlan[]): Promise<Map<string, bigint>> {
-  const found = new Map<string, bigint>();
-  const shape = tombShapeOf(meta, ctx.metaSchema);
-  const name = `${meta.schema}.${meta.table}`;
-  for (const part of chunks(keys, Math.min(MAX_KEYS_PER_LOOKUP, Math.floor(MAX_PARAMS / meta.primaryKey.length)))) {
-    const rows = await select(ctx, name, selectTombstonesForUpdateSql(shape, part.length), part.flatMap((k) => k.key));
-    for (const r of rows) found.set(readKeyId(meta, r), BigInt(r[meta.versionColumn] as string));
-  }
-  return found;
-}
-
-async function readVersions(ctx: ApplyContext, meta: TableMeta, keys: SqlValue[][]): Promise<Map<string, bigint>> {
-  const found = new Map<string, bigint>();
-  const name = `${meta.schema}.${meta.table}`;
-  for (const part of chunks(keys, Math.min(MAX_KEYS_PER_LOOKUP, Math.floor(MAX_PARAMS / meta.primaryKey.length)))) {
-    const rows = await select(ctx, name, selectVersionsSql(shapeOf(meta), part.length), part.flat());
-    for (const r of rows) found.set(readKeyId(meta, r), BigInt(r[meta.versionColumn] as string));
-  }
-  return found;
-}
-
-async function logConflict(ctx: ApplyContext, meta: TableMeta, up: NonNullable<KeyPlan['upsert']>, reason: string): Promise<void> {
+async function logConflict(ctx: ApplyContext, meta: TableMeta, up: PlannedUpsert, reason: string): Promise<void> {
   const row: Record<string, unknown> = {};
   meta.writableColumns.forEach((c, i) => {
     const v = up.row[i];
     row[c] = Buffer.isBuffer(v) ? { base64: v.toString('base64') } : v;
   });
-  await exec(ctx, `${ctx.metaSchema}.conflicts`, insertConflictSql(ctx.metaSchema), [
-    up.sourceId,
-    meta.schema,
-    meta.table,
-    reason,
-    up.version.toString(),
-    JSON.stringify(row),
-  ]);
+  await run(ctx, `${ctx.metaSchema}.conflicts`, {
+    sql: insertConflictSql(ctx.metaSchema),
+    values: [up.sourceId, meta.schema, meta.table, reason, up.version.toString(), JSON.stringify(row)],
+  });
 }
 
-async function applyUpserts(ctx: ApplyContext, meta: TableMeta, upserts: KeyPlan[], counts: TableCounters): Promise<void> {
-  const shape = shapeOf(meta);
-  const name = `${meta.schema}.${meta.table}`;
-  const perStatement = Math.max(1, Math.min(MAX_ROWS_PER_STATEMENT, Math.floor(MAX_PARAMS / shape.columns.length)));
+interface Stored {
+  row?: bigint;
+  tomb?: bigint;
+}
+
+/** The stored row and tombstone versions of keys, matched by the server's key equality. */
+async function readBack(ctx: ApplyContext, meta: TableMeta, keys: readonly SqlValue[][]): Promise<Stored[]> {
+  const s = shapesOf(meta, ctx.metaSchema);
+  const out: Stored[] = [];
+  const per = Math.min(MAX_ROWS_PER_STATEMENT, Math.floor(MAX_PARAMS / (meta.primaryKey.length + 1)));
+  for (const part of chunks(keys, per)) {
+    const base = out.length;
+    for (let i = 0; i < part.length; i++) out.push({});
+    for (const r of await select(ctx, s.name, readBackVersions(s.table, s.tomb, part))) {
+      const o = out[base + Number(r._lww_i)]!;
+      if (r.row_version !== null) o.row = BigInt(r.row_version as string);
+      if (r.tomb_version !== null) o.tomb = BigInt(r.tomb_version as string);
+    }
+  }
+  return out;
+}
+
+/** Not applied although nothing newer holds the key: another row holds one of its UNIQUE values. */
+function clashedOut(up: PlannedUpsert, stored: Stored): boolean {
+  return (stored.row === undefined || stored.row < up.version) && (stored.tomb === undefined || stored.tomb < up.version);
+}
+
+/**
+ * Applies one statement's worth of upserts and counts them; returns the keys that clashed on a
+ * secondary UNIQUE key (not counted yet). A clash while updating fails the statement (and only the
+ * statement): its rows are then applied one by one. A clash while inserting is a silent no-op of
+ * the key guard, found by reading the keys back.
+ */
+/** Positions of the keys held back by a tombstone as new or newer (locking read, see tombstonedKeys). */
+async function tombstonedAt(ctx: ApplyContext, meta: TableMeta, keys: readonly KeyPlan[], versions: readonly bigint[]): Promise<Set<number>> {
+  const s = shapesOf(meta, ctx.metaSchema);
+  // Lock first with a plain key list; only when tombstones exist, ask which keys they hold back.
+  const found = await select(ctx, s.name, lockTombstones(s.tomb, keys.map((k) => k.key)));
+  // bigint: no Math.min.
+  let least = versions[0]!;
+  for (const v of versions) if (v < least) least = v;
+  if (!found.some((r) => BigInt(r[meta.versionColumn] as string) >= least)) return new Set();
+  const rows = await select(ctx, s.name, tombstonedKeys(s.table, s.tomb, keys.map((k, i) => [...k.key, versions[i]!.toString()])));
+  return new Set(rows.map((r) => Number(r._lww_i)));
+}
+
+async function upsertPart(ctx: ApplyContext, meta: TableMeta, part: KeyPlan[], counts: TableCounters, hasUnique: boolean): Promise<KeyPlan[]> {
+  const s = shapesOf(meta, ctx.metaSchema);
+  const held = await tombstonedAt(
+    ctx,
+    meta,
+    part,
+    part.map((k) => k.upsert!.version),
+  );
+  counts.skippedByTombstone += held.size;
+  const live = part.filter((_, i) => !held.has(i));
+  if (live.length === 0) return [];
+  try {
+    const res = await run(ctx, s.name, lwwUpsert(s.table, live.map((k) => k.upsert!.row), ctx.dialect));
+    const o = upsertOutcome(live.length, res.affectedRows, res.info);
+    counts.inserted += o.inserted;
+    counts.updated += o.updated;
+    if (!hasUnique || o.skipped === 0) {
+      counts.skippedStale += o.skipped;
+      return [];
+    }
+    const stored = await readBack(ctx, meta, live.map((k) => k.key));
+    const clashed = live.filter((k, i) => clashedOut(k.upsert!, stored[i]!));
+    counts.skippedStale += o.skipped - clashed.length;
+    return clashed;
+  } catch (err) {
+    if (!isDupEntry(err)) throw err;
+    if (live.length === 1) return live;
+    const clashed: KeyPlan[] = [];
+    for (const one of live) clashed.push(...(await upsertPart(ctx, meta, [one], counts, hasUnique)));
+    return clashed;
+  }
+}
+
+/**
+ * Clashing rows are retried while a round makes progress (a row moved off a UNIQUE value frees it
+ * for another); what still clashes is replayed one change at a time in source order, the order in
+ * which the source's own unique checks passed (a swap through a temporary value). Only a key whose
+ * newest change still did not land is a conflict: logged and counted.
+ */
+async function applyUpserts(ctx: ApplyContext, meta: TableMeta, keys: KeyPlan[], counts: TableCounters): Promise<void> {
   const hasUnique = Object.keys(meta.uniqueKeys).length > 0;
-  for (const part of chunks(upserts, perStatement)) {
-    let outcome: { inserted: number; updated: number; skipped: number };
-    let clashed: KeyPlan[] = [];
+  const perStatement = Math.max(1, Math.min(MAX_ROWS_PER_STATEMENT, Math.floor(MAX_PARAMS / meta.writableColumns.length)));
+  let pending = keys;
+  for (;;) {
+    const clashed: KeyPlan[] = [];
+    for (const part of chunks(pending, perStatement)) clashed.push(...(await upsertPart(ctx, meta, part, counts, hasUnique)));
+    if (clashed.length === 0) return;
+    const progress = clashed.length < pending.length;
+    pending = clashed;
+    if (!progress) break;
+  }
+  const s = shapesOf(meta, ctx.metaSchema);
+  const history = pending.flatMap((k) => k.history.map((up) => ({ k, up }))).sort((a, b) => a.up.seq - b.up.seq);
+  for (const { k, up } of history) {
+    if ((await tombstonedAt(ctx, meta, [k], [up.version])).size > 0) continue;
     try {
-      const res = await exec(ctx, name, lwwUpsertSql(shape, part.length, ctx.dialect), part.flatMap((k) => k.upsert!.row));
-      outcome = upsertOutcome(part.length, res.affectedRows, res.info);
+      await run(ctx, s.name, lwwUpsert(s.table, [up.row], ctx.dialect));
     } catch (err) {
-      // A clash on a secondary UNIQUE key while updating a row fails the statement (and only the
-      // statement): apply its rows one by one to find and log the clashing ones.
-      if (!isDupEntry(err) || part.length === 1) {
-        if (isDupEntry(err)) {
-          counts.uniqueClashes++;
-          await logConflict(ctx, meta, part[0]!.upsert!, 'unique key clash (duplicate entry on a secondary UNIQUE key)');
-          continue;
-        }
-        throw err;
-      }
-      outcome = { inserted: 0, updated: 0, skipped: 0 };
-      for (const one of part) {
-        try {
-          const res = await exec(ctx, name, lwwUpsertSql(shape, 1, ctx.dialect), one.upsert!.row);
-          const o = upsertOutcome(1, res.affectedRows, res.info);
-          outcome.inserted += o.inserted;
-          outcome.updated += o.updated;
-          outcome.skipped += o.skipped;
-        } catch (e) {
-          if (!isDupEntry(e)) throw e;
-          clashed.push(one);
-        }
-      }
+      if (!isDupEntry(err)) throw err;
     }
-    // The primary-key guard turns an insert that hits another row's UNIQUE key into a no-op that
-    // looks like a stale skip; a row whose stored version is still older than ours was not applied.
-    if (hasUnique && outcome.skipped > 0) {
-      const stored = await readVersions(ctx, meta, part.map((k) => k.key));
-      const silent = part.filter((k) => {
-        if (clashed.includes(k)) return false;
-        const v = stored.get(keyIdOf(k.key));
-        return v === undefined || v < k.upsert!.version;
-      });
-      outcome.skipped -= silent.length;
-      clashed = [...clashed, ...silent];
+  }
+  const stored = await readBack(ctx, meta, pending.map((k) => k.key));
+  for (let i = 0; i < pending.length; i++) {
+    const up = pending[i]!.upsert!;
+    const st = stored[i]!;
+    if (st.tomb !== undefined && st.tomb >= up.version) counts.skippedByTombstone++;
+    else if (st.row === up.version) counts.updated++;
+    else if (st.row !== undefined && st.row > up.version) counts.skippedStale++;
+    else {
+      counts.uniqueClashes++;
+      await logConflict(ctx, meta, up, 'unique key clash (another row holds the same secondary UNIQUE key)');
     }
-    for (const k of clashed) await logConflict(ctx, meta, k.upsert!, 'unique key clash (another row holds the same secondary UNIQUE key)');
-    counts.inserted += outcome.inserted;
-    counts.updated += outcome.updated;
-    counts.skippedStale += outcome.skipped;
-    counts.uniqueClashes += clashed.length;
   }
 }
 
 async function applyTableLww(ctx: ApplyContext, plan: TablePlan, counts: TableCounters): Promise<void> {
   const { meta } = plan;
-  const name = `${meta.schema}.${meta.table}`;
+  const s = shapesOf(meta, ctx.metaSchema);
   const keys = [...plan.keys.values()];
   counts.skippedStale += plan.staleInBatch;
   counts.coalesced += plan.coalesced;
-  const tombs = await readTombstones(ctx, meta, keys);
   const deletes = keys.filter((k) => k.deleteVersion !== undefined);
-  if (deletes.length > 0) {
-    const tshape = tombShapeOf(meta, ctx.metaSchema);
-    const width = meta.primaryKey.length + 1;
-    // Tombstone first, then the row: a concurrent local insert of the key waits on the tombstone lock.
-    for (const part of chunks(deletes, Math.min(MAX_ROWS_PER_STATEMENT, Math.floor(MAX_PARAMS / width)))) {
-      await exec(ctx, name, upsertTombstonesSql(tshape, part.length, ctx.dialect), part.flatMap((k) => [...k.key, k.deleteVersion!.toString()]));
-      const res = await exec(ctx, name, guardedDeleteSql(shapeOf(meta), part.length), part.flatMap((k) => [...k.key, k.deleteVersion!.toString()]));
-      counts.deleted += res.affectedRows;
-      counts.tombstoned += part.length;
-    }
-    for (const k of deletes) {
-      const id = keyIdOf(k.key);
-      const old = tombs.get(id);
-      if (old === undefined || k.deleteVersion! > old) tombs.set(id, k.deleteVersion!);
-    }
+  const width = meta.primaryKey.length + 1;
+  // Tombstone first, then the row: a local insert of the key re-reads the tombstone after its row
+  // exists (triggers), so one of the two always sees the other.
+  for (const part of chunks(deletes, Math.min(MAX_ROWS_PER_STATEMENT, Math.floor(MAX_PARAMS / width)))) {
+    const rows = part.map((k) => [...k.key, k.deleteVersion!.toString()]);
+    await run(ctx, s.name, upsertTombstones(s.tomb, rows, ctx.dialect));
+    const res = await run(ctx, s.name, guardedDelete(s.table, rows));
+    counts.deleted += res.affectedRows;
+    counts.tombstoned += part.length;
   }
-  const upserts: KeyPlan[] = [];
-  for (const k of keys) {
-    if (!k.upsert) continue;
-    const tomb = tombs.get(keyIdOf(k.key));
-    if (tomb !== undefined && tomb >= k.upsert.version) counts.skippedByTombstone++;
-    else upserts.push(k);
-  }
+  const upserts = keys.filter((k) => k.upsert);
   if (upserts.length > 0) await applyUpserts(ctx, meta, upserts, counts);
-  if (upserts.length > 0 && hasCollatedKey(meta)) {
-    // Keys matched above by value; the server may hold 'A' where 'a' arrived. Its own comparison decides.
-    const tshape = tombShapeOf(meta, ctx.metaSchema);
-    for (const part of chunks(upserts, Math.min(MAX_KEYS_PER_LOOKUP, Math.floor(MAX_PARAMS / meta.primaryKey.length)))) {
-      const res = await exec(ctx, name, deleteRowsUnderTombstoneSql(shapeOf(meta), tshape, part.length), part.flatMap((k) => k.key));
-      counts.skippedByTombstone += res.affectedRows;
-      counts.inserted -= Math.min(counts.inserted, res.affectedRows);
-    }
-  }
-}
-
-const STRING_TYPES = new Set(['char', 'varchar', 'tinytext', 'text', 'mediumtext', 'longtext', 'enum', 'set']);
-
-/** True when a key column compares by a collation under which different values can be equal. */
-function hasCollatedKey(meta: TableMeta): boolean {
-  return meta.primaryKey.some((k) => {
-    const c = meta.columns.find((col) => col.name === k);
-    return c !== undefined && STRING_TYPES.has(c.dataType) && c.collation !== null && !/_bin$/.test(c.collation);
-  });
 }
 
 async function applyTableBypass(ctx: ApplyContext, plan: TablePlan, counts: TableCounters): Promise<void> {
   const { meta } = plan;
-  const name = `${meta.schema}.${meta.table}`;
-  const shape = shapeOf(meta);
+  const s = shapesOf(meta, ctx.metaSchema);
   const keys = [...plan.keys.values()];
   const deletes = keys.filter((k) => !k.upsert);
-  for (const part of chunks(deletes, Math.min(MAX_KEYS_PER_LOOKUP, Math.floor(MAX_PARAMS / meta.primaryKey.length)))) {
-    const res = await exec(ctx, name, plainDeleteSql(shape, part.length), part.flatMap((k) => k.key));
+  for (const part of chunks(deletes, Math.min(MAX_ROWS_PER_STATEMENT, Math.floor(MAX_PARAMS / meta.primaryKey.length)))) {
+    const res = await run(ctx, s.name, plainDelete(s.table, part.map((k) => k.key)));
     counts.deleted += res.affectedRows;
   }
   const upserts = keys.filter((k) => k.upsert);
-  const perStatement = Math.max(1, Math.min(MAX_ROWS_PER_STATEMENT, Math.floor(MAX_PARAMS / shape.columns.length)));
+  const perStatement = Math.max(1, Math.min(MAX_ROWS_PER_STATEMENT, Math.floor(MAX_PARAMS / meta.writableColumns.length)));
   for (const part of chunks(upserts, perStatement)) {
-    await exec(ctx, name, replaceSql(shape, part.length), part.flatMap((k) => k.upsert!.row));
+    await run(ctx, s.name, replaceRows(s.table, part.map((k) => k.upsert!.row)));
     counts.replaced += part.length;
   }
 }
@@ -276,12 +306,10 @@ export async function applyBatch(ctx: ApplyContext, plans: TablePlan[], advances
       else await applyTableLww(ctx, plan, counts);
     }
     for (const a of advances) {
-      const res = await exec(ctx, `${ctx.metaSchema}.checkpoints`, advanceCheckpointSql(ctx.metaSchema), [
-        a.position,
-        a.version.toString(),
-        a.sourceId,
-        a.epoch.toString(),
-      ]);
+      const res = await run(ctx, `${ctx.metaSchema}.checkpoints`, {
+        sql: advanceCheckpointSql(ctx.metaSchema),
+        values: [a.position, a.version.toString(), a.sourceId, a.epoch.toString()],
+      });
       if (res.affectedRows === 0) {
         const [rows] = await ctx.conn.query<RowDataPacket[]>(readCheckpointSql(ctx.metaSchema), [a.sourceId]);
         throw new OwnershipLostError(a.sourceId, a.epoch, BigInt((rows[0]?.owner_epoch as string | undefined) ?? '0'));

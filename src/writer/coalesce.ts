@@ -1,14 +1,26 @@
 // Groups a batch's key operations per table and key. LWW is commutative per key, so only the
 // highest upsert and the highest delete of each key matter; keeping both makes the resulting row
-// and tombstone independent of how changes were split into batches.
+// and tombstone independent of how changes were split into batches. Every upsert is kept too, in
+// source order, for the one case where order matters: rows that clash on a secondary UNIQUE key
+// inside one batch (a unique swap) are replayed one at a time in source order.
 import type { TableMeta } from '../model/table.ts';
 import { tableKey } from '../model/table.ts';
 import type { KeyOp } from './prepare.ts';
 import type { SqlValue } from './values.ts';
 
+export interface PlannedUpsert {
+  /** Position of the change in the batch (source order). */
+  seq: number;
+  row: SqlValue[];
+  version: bigint;
+  sourceId: string;
+}
+
 export interface KeyPlan {
   key: SqlValue[];
-  upsert?: { row: SqlValue[]; version: bigint; sourceId: string };
+  upsert?: PlannedUpsert;
+  /** Every upsert of the key in this batch, in source order ('version' mode only). */
+  history: PlannedUpsert[];
   deleteVersion?: bigint;
 }
 
@@ -24,11 +36,15 @@ export interface TablePlan {
 /**
  * Coalesces operations in stream order. `version` (LWW): the highest upsert and the highest delete
  * per key, the later one on equal versions. `arrival` (what a non-LWW sink does): the last
- * operation per key, whatever its version.
+ * operation per key, whatever its version. Keys are grouped by their JS text; keys the server
+ * considers equal but JS does not ('A'/'a', 1.5/'1.50') stay apart here and meet in the server's
+ * statements, which are correct for any grouping.
  */
 export function coalesce(ops: Iterable<KeyOp>, order: 'version' | 'arrival' = 'version'): TablePlan[] {
   const tables = new Map<string, TablePlan>();
+  let seq = 0;
   for (const op of ops) {
+    seq++;
     const tk = tableKey(op.meta.schema, op.meta.table);
     let plan = tables.get(tk);
     if (!plan) {
@@ -37,7 +53,7 @@ export function coalesce(ops: Iterable<KeyOp>, order: 'version' | 'arrival' = 'v
     }
     let k = plan.keys.get(op.keyId);
     if (!k) {
-      k = { key: op.key };
+      k = { key: op.key, history: [] };
       plan.keys.set(op.keyId, k);
     }
     if (order === 'arrival') {
@@ -45,16 +61,20 @@ export function coalesce(ops: Iterable<KeyOp>, order: 'version' | 'arrival' = 'v
         k.upsert = undefined;
         k.deleteVersion = op.version;
       } else {
-        k.upsert = { row: op.row!, version: op.version, sourceId: op.sourceId };
+        k.upsert = { seq, row: op.row!, version: op.version, sourceId: op.sourceId };
         k.deleteVersion = undefined;
       }
     } else if (op.kind === 'delete') {
       if (k.deleteVersion === undefined || op.version >= k.deleteVersion) k.deleteVersion = op.version;
-    } else if (!k.upsert || op.version >= k.upsert.version) {
-      if (k.upsert) plan.coalesced++;
-      k.upsert = { row: op.row!, version: op.version, sourceId: op.sourceId };
     } else {
-      plan.staleInBatch++;
+      const up = { seq, row: op.row!, version: op.version, sourceId: op.sourceId };
+      k.history.push(up);
+      if (!k.upsert || op.version >= k.upsert.version) {
+        if (k.upsert) plan.coalesced++;
+        k.upsert = up;
+      } else {
+        plan.staleInBatch++;
+      }
     }
   }
   // A fixed table order keeps lock acquisition order stable across concurrent sinks.

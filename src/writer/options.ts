@@ -40,6 +40,8 @@ const optionsSchema = z
         maxTransactionRows: z.number().int().min(1).default(100_000),
         maxTransactionBytes: z.number().int().min(1024).default(64 << 20),
         maxQueueBytes: z.number().int().min(1024).default(64 << 20),
+        /** Versions whose physical part is further than this ahead of the sink's clock are refused (InvalidChangeError). */
+        maxFutureMs: z.number().int().min(0).default(3_600_000),
       })
       .strict()
       .prefault({}),

@@ -15,6 +15,11 @@ export interface KeyOp {
   /** Upserts: values of meta.writableColumns, version last (as a decimal string). */
   row?: SqlValue[];
   sourceId: string;
+  /**
+   * Deletes split off an update that changed the key as JS sees it: the new key. Whether the server
+   * sees a change (not for 'A' → 'a' under a case-insensitive collation) is asked before applying.
+   */
+  movedTo?: SqlValue[];
 }
 
 export interface PreparedTransaction {
@@ -171,7 +176,7 @@ function pushUpsert(ops: KeyOp[], meta: TableMeta, index: number, change: RowCha
   if (change.op === 'update' && change.before) {
     const oldKey = keyOf(meta, index, change, 'before', change.before);
     const oldKeyId = keyIdOf(oldKey);
-    if (oldKeyId !== keyId) ops.push({ kind: 'delete', meta, key: oldKey, keyId: oldKeyId, version: change.version, sourceId });
+    if (oldKeyId !== keyId) ops.push({ kind: 'delete', meta, key: oldKey, keyId: oldKeyId, version: change.version, sourceId, movedTo: key });
   }
   ops.push({ kind: 'upsert', meta, key, keyId, row, version: change.version, sourceId });
 }

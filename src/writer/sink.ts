@@ -6,15 +6,17 @@ import type { Connection, RowDataPacket } from 'mysql2/promise';
 import type { ConnectionOptions } from 'mysql2/promise';
 import { ApplyError, InvalidChangeError, OwnershipLostError, SinkClosedError } from '../errors.ts';
 import { connect, type Target } from '../db/connection.ts';
-import { ensureMetaSchema, ensureTombstoneTable } from '../install/provision.ts';
+import { ensureMetaSchema, ensureTombstoneTable, enterApplySession } from '../install/provision.ts';
 import { parseSourceTransaction, type RowChange, type SourceTransactionInput } from '../model/change.ts';
 import type { TableMeta } from '../model/table.ts';
+import { physicalMicrosOf } from '../model/version.ts';
 import { tableKey } from '../model/table.ts';
 import { claimCheckpointSql, readCheckpointSql } from '../sql/checkpoint.ts';
 import { type Dialect, dialectFromVersion } from '../sql/dialect.ts';
 import { VERSION_SQL } from '../sql/introspect.ts';
 import { applyBatch, type CheckpointAdvance, StatementError } from './apply.ts';
 import { coalesce } from './coalesce.ts';
+import { dropUnmovedKeyDeletes, keyMovesToCheck } from './key-moves.ts';
 import { parseSinkOptions, type SinkOptions, type SinkOptionsInput } from './options.ts';
 import { type KeyOp, type PreparedTransaction, prepareTransaction } from './prepare.ts';
 import { backoffDelay, isConnectionLost, isRetryable, serverMessage } from './retry.ts';
@@ -67,7 +69,17 @@ interface Waiter {
   reject(err: unknown): void;
 }
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+/** Waits, or ends early when the signal fires (abort() during a retry back-off). */
+const sleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done);
+  });
 
 /** Values in server messages (duplicate entries, bad values) are replaced before they reach logs. */
 function redact(message: string): string {
@@ -98,6 +110,7 @@ class LwwSink implements Sink {
   private closed = false;
   private readonly counters = emptyStats();
   private rejectFailed: (err: unknown) => void = () => undefined;
+  private readonly aborted = new AbortController();
   readonly failed: Promise<never> = new Promise<never>((_, reject) => {
     this.rejectFailed = reject;
   });
@@ -121,16 +134,28 @@ class LwwSink implements Sink {
         'SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ',
         "SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION,NO_AUTO_VALUE_ON_ZERO,ERROR_FOR_DIVISION_BY_ZERO'",
         `SET SESSION innodb_lock_wait_timeout = ${Number(timeouts.lockWaitSeconds)}`,
-        // Triggers skip the sink's own writes, so rows keep the version they carry.
-        'SET @lww_apply = 1',
       ],
     });
+  }
+
+  /** A connection whose writes keep the versions they carry (the triggers check the node's secret). */
+  private async connectApply(): Promise<Connection> {
+    await this.adminConn();
+    const conn = await this.connect();
+    try {
+      await enterApplySession(conn, this.options.metaSchema);
+    } catch (err) {
+      conn.destroy();
+      throw err;
+    }
+    return conn;
   }
 
   private adminConn(): Promise<Connection> {
     if (!this.admin) {
       const p = this.connect().then(async (conn) => {
         await ensureMetaSchema(conn, this.options.metaSchema);
+        await enterApplySession(conn, this.options.metaSchema);
         conn.on('error', () => {
           if (this.admin === p) this.admin = null;
         });
@@ -179,8 +204,14 @@ class LwwSink implements Sink {
   }
 
   write(input: SourceTransactionInput): Promise<void> {
-    // Writes are validated and queued strictly in call order, even when callers do not await.
-    const run = this.writeChain.then(() => this.accept(input));
+    // Writes are validated and queued strictly in call order, even when callers do not await. A
+    // refused transaction stops the sink: a later position must never commit past it.
+    const run = this.writeChain.then(() =>
+      this.accept(input).catch((err: unknown) => {
+        if (!this.failure && !this.closed) this.fail(err);
+        throw err;
+      }),
+    );
     this.writeChain = run.catch(() => undefined);
     return run;
   }
@@ -189,6 +220,17 @@ class LwwSink implements Sink {
     this.assertUsable();
     const txn = parseSourceTransaction(input);
     const { limits } = this.options;
+    // A version from the future would win every conflict until the clocks catch up: refuse it, named.
+    const latest = (BigInt(Date.now() + limits.maxFutureMs) * 1000n) << 10n | 1023n;
+    txn.changes.forEach((c, i) => {
+      if (c.version > latest) {
+        throw new InvalidChangeError(
+          `change #${i} (${c.schema}.${c.table}, ${c.op}) at ${txn.position}: version ${c.version} is ${(physicalMicrosOf(c.version) / 1000n - BigInt(Date.now())).toString()} ms ahead of this sink's clock, more than limits.maxFutureMs (${limits.maxFutureMs})`,
+          i,
+          'version',
+        );
+      }
+    });
     if (txn.changes.length > limits.maxTransactionRows) {
       throw new InvalidChangeError(
         `transaction at ${txn.position} has ${txn.changes.length} changes, more than limits.maxTransactionRows (${limits.maxTransactionRows})`,
@@ -205,6 +247,8 @@ class LwwSink implements Sink {
       if (!metas.has(k)) metas.set(k, this.metadata.peek(c.schema, c.table) ?? (await this.metadata.get(c.schema, c.table)));
     }
     const prepared = prepareTransaction(txn, (c: RowChange) => metas.get(tableKey(c.schema, c.table))!);
+    const moves = keyMovesToCheck(prepared);
+    if (moves.length > 0) await dropUnmovedKeyDeletes(await this.adminConn(), this.options.metaSchema, prepared, moves);
     if (prepared.bytes > limits.maxTransactionBytes) {
       throw new InvalidChangeError(
         `transaction at ${txn.position} is about ${prepared.bytes} bytes, more than limits.maxTransactionBytes (${limits.maxTransactionBytes})`,
@@ -289,7 +333,7 @@ class LwwSink implements Sink {
   }
 
   private async drain(): Promise<void> {
-    while (this.pending.length > 0 && !this.failure) {
+    while (this.pending.length > 0 && !this.failure && !this.closed) {
       const { batch } = this.options;
       const full = this.pendingRows >= batch.maxRows || this.pendingBytes >= batch.maxBytes;
       if (!full && !this.flushRequested) return;
@@ -325,7 +369,7 @@ class LwwSink implements Sink {
   private fail(err: unknown): void {
     this.failure = err;
     this.rejectFailed(err);
-    this.options.logger.error('sink stopped: a batch could not be applied', { error: err instanceof Error ? err.message : String(err) });
+    this.options.logger.error('sink stopped: a transaction was refused or a batch could not be applied', { error: err instanceof Error ? err.message : String(err) });
     for (const w of this.waiters) w.reject(err);
     this.waiters = [];
     for (const r of this.drainWaiters) r();
@@ -378,9 +422,11 @@ class LwwSink implements Sink {
     }
     const { retry, timeouts } = this.options;
     for (let attempt = 1; ; attempt++) {
+      // After abort() nothing commits: no new attempt, no reconnect.
+      if (this.closed) throw new SinkClosedError();
       try {
         if (!this.applyConn) {
-          const conn = await this.connect();
+          const conn = await this.connectApply();
           conn.on('error', () => {
             if (this.applyConn === conn) this.applyConn = null;
           });
@@ -413,7 +459,7 @@ class LwwSink implements Sink {
           this.counters.retries++;
           const delay = backoffDelay(attempt, retry);
           this.options.logger.warn('sink batch failed, retrying', { attempt, delayMs: delay, error: serverMessage(cause).message });
-          await sleep(delay);
+          await sleep(delay, this.aborted.signal);
           continue;
         }
         const table = err instanceof StatementError ? err.table : undefined;
@@ -464,6 +510,7 @@ class LwwSink implements Sink {
 
   async abort(): Promise<void> {
     this.closed = true;
+    this.aborted.abort();
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     this.pending.length = 0;

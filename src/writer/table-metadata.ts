@@ -4,6 +4,7 @@ import { UnknownTableError, UnsupportedTableError } from '../errors.ts';
 import { tombstoneTableName } from '../model/names.ts';
 import type { ColumnMeta, TableMeta } from '../model/table.ts';
 import { tableKey } from '../model/table.ts';
+import { CHECK_CLAUSES_SQL } from '../sql/install.ts';
 import { COLUMNS_SQL, TABLE_EXISTS_SQL, UNIQUE_KEYS_SQL } from '../sql/introspect.ts';
 
 interface ColumnRow extends RowDataPacket {
@@ -32,6 +33,11 @@ export async function loadTableMeta(conn: Connection, schema: string, table: str
     charset: c.charset,
     collation: c.collation,
   }));
+  const [checks] = await conn.query<RowDataPacket[]>(CHECK_CLAUSES_SQL, [schema, table]);
+  for (const c of columns) {
+    const valid = `json_valid(\`${c.name.replaceAll('`', '``')}\`)`;
+    if (c.dataType !== 'json' && checks.some((r) => String(r.clause).trim() === valid)) c.json = true;
+  }
   const [idx] = await conn.query<RowDataPacket[]>(UNIQUE_KEYS_SQL, [schema, table]);
   const uniqueKeys: Record<string, string[]> = {};
   let primaryKey: string[] = [];

@@ -1,10 +1,11 @@
 // Converts row-image values to what the server stores exactly, per column type, and rejects values
 // that cannot be stored faithfully. Runs at validation time, before anything is written.
 import type { ColumnMeta } from '../model/table.ts';
+import type { SqlValue } from '../sql/dml.ts';
+
+export type { SqlValue } from '../sql/dml.ts';
 
 export class ValueError extends Error {}
-
-export type SqlValue = string | number | Buffer | null;
 
 const INT_TYPES = new Set(['tinyint', 'smallint', 'mediumint', 'int', 'integer', 'bigint']);
 const DECIMAL_TYPES = new Set(['decimal', 'numeric']);
@@ -52,6 +53,133 @@ function bitValue(value: unknown, columnType: string): Buffer {
   return buf;
 }
 
+const INT_RANGES: Record<string, [bigint, bigint, bigint]> = {
+  // signed min, signed max, unsigned max
+  tinyint: [-(1n << 7n), (1n << 7n) - 1n, (1n << 8n) - 1n],
+  smallint: [-(1n << 15n), (1n << 15n) - 1n, (1n << 16n) - 1n],
+  mediumint: [-(1n << 23n), (1n << 23n) - 1n, (1n << 24n) - 1n],
+  int: [-(1n << 31n), (1n << 31n) - 1n, (1n << 32n) - 1n],
+  integer: [-(1n << 31n), (1n << 31n) - 1n, (1n << 32n) - 1n],
+  bigint: [-(1n << 63n), (1n << 63n) - 1n, (1n << 64n) - 1n],
+};
+
+/** Byte limits of the length-prefixed string and blob types. */
+const BYTE_LIMITS: Record<string, number> = {
+  tinytext: 255,
+  text: 65_535,
+  mediumtext: 16_777_215,
+  longtext: 4_294_967_295,
+  tinyblob: 255,
+  blob: 65_535,
+  mediumblob: 16_777_215,
+  longblob: 4_294_967_295,
+};
+
+const FLOAT_MAX = 3.402823466e38;
+
+function declaredLength(columnType: string): number | undefined {
+  const m = /^\w+\((\d+)\)/.exec(columnType);
+  return m ? Number(m[1]) : undefined;
+}
+
+function checkInteger(col: ColumnMeta, text: string): string {
+  const range = INT_RANGES[col.dataType];
+  if (range) {
+    const n = BigInt(text);
+    const unsigned = /unsigned/i.test(col.columnType);
+    const [min, max] = unsigned ? [0n, range[2]] : [range[0], range[1]];
+    if (n < min || n > max) throw new ValueError(`${text} is out of range for ${col.columnType} (${min}..${max})`);
+  }
+  return text;
+}
+
+function checkDecimal(col: ColumnMeta, text: string): string {
+  const m = /\((\d+)(?:,(\d+))?\)/.exec(col.columnType);
+  const precision = m ? Number(m[1]) : 10;
+  const scale = m?.[2] ? Number(m[2]) : 0;
+  // Digits before the point must fit; extra fraction digits are rounded by the server.
+  const plain = /[eE]/.test(text) ? Number(text).toFixed(scale) : text;
+  const intDigits = plain.replace(/^[-+]/, '').split('.')[0]!.replace(/^0+/, '').length;
+  if (intDigits > precision - scale) throw new ValueError(`${text} is out of range for ${col.columnType}`);
+  if (/unsigned/i.test(col.columnType) && /^-/.test(plain) && Number(plain) !== 0) throw new ValueError(`${text} is negative in an unsigned column`);
+  return text;
+}
+
+function checkFloat(col: ColumnMeta, n: number): void {
+  if (!Number.isFinite(n)) throw new ValueError(`${n} cannot be stored (the server has no NaN or Infinity)`);
+  if (col.dataType === 'float' && Math.abs(n) > FLOAT_MAX) throw new ValueError(`${n} is out of range for FLOAT`);
+  if (/unsigned/i.test(col.columnType) && n < 0) throw new ValueError(`${n} is negative in an unsigned column`);
+}
+
+function checkText(col: ColumnMeta, text: string): string {
+  const chars = declaredLength(col.columnType);
+  if ((col.dataType === 'varchar' || col.dataType === 'char') && chars !== undefined) {
+    let n = 0;
+    for (const _ of text) n++;
+    if (n > chars) throw new ValueError(`${n} characters do not fit ${col.columnType}`);
+  }
+  const bytes = BYTE_LIMITS[col.dataType];
+  if (bytes !== undefined && Buffer.byteLength(text, 'utf8') > bytes) throw new ValueError(`${Buffer.byteLength(text, 'utf8')} bytes do not fit ${col.dataType.toUpperCase()}`);
+  if ((col.charset === 'utf8mb3' || col.charset === 'utf8') && /[\u{10000}-\u{10FFFF}]/u.test(text)) {
+    throw new ValueError(`a 4-byte character does not fit the ${col.charset} column`);
+  }
+  if (col.dataType === 'enum') {
+    const allowed = [...col.columnType.matchAll(/'((?:[^']|'')*)'/g)].map((m) => m[1]!.replaceAll("''", "'"));
+    // A number names a member by position, as the server reads it.
+    const index = /^\d+$/.test(text) ? Number(text) : 0;
+    if (!allowed.some((a) => a.toLowerCase() === text.toLowerCase()) && !(index >= 1 && index <= allowed.length)) {
+      throw new ValueError(`${JSON.stringify(text)} is not one of ${col.columnType}`);
+    }
+  }
+  return text;
+}
+
+function checkBytes(col: ColumnMeta, buf: Buffer): Buffer {
+  const limit = col.dataType === 'binary' || col.dataType === 'varbinary' ? declaredLength(col.columnType) : BYTE_LIMITS[col.dataType];
+  if (limit !== undefined && buf.length > limit) throw new ValueError(`${buf.length} bytes do not fit ${col.columnType}`);
+  return buf;
+}
+
+/** JSON text for a JSON column: text must parse; other values are serialized (a BigInt inside is refused). */
+function jsonText(value: unknown): string {
+  if (typeof value === 'string' || isBytes(value)) {
+    const text = typeof value === 'string' ? value : Buffer.from(value).toString('utf8');
+    try {
+      JSON.parse(text);
+    } catch {
+      throw new ValueError('is not valid JSON text');
+    }
+    return text;
+  }
+  if (typeof value === 'bigint') return value.toString();
+  if (typeof value === 'number' && !Number.isFinite(value)) throw new ValueError(`${value} is not a JSON number`);
+  try {
+    return JSON.stringify(value);
+  } catch (err) {
+    throw new ValueError(`cannot be serialized as JSON (${(err as Error).message}); pass JSON text to keep big integers exact`);
+  }
+}
+
+const DATE_TEXT = /^(\d{4})-(\d{2})-(\d{2})(?:[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?)?$/;
+
+function checkTemporal(col: ColumnMeta, text: string): string {
+  const t = col.dataType;
+  if (t !== 'date' && t !== 'datetime' && t !== 'timestamp') return text;
+  const m = DATE_TEXT.exec(text);
+  if (!m) throw new ValueError(`${JSON.stringify(text)} is not a ${t.toUpperCase()} (YYYY-MM-DD[ hh:mm:ss[.ffffff]])`);
+  const [y, mo, d, h = '0', mi = '0', sec = '0'] = m.slice(1).map((x) => x ?? '0') as string[];
+  const zero = Number(mo) === 0 && Number(d) === 0 && Number(y) === 0;
+  if (!zero) {
+    const days = new Date(Date.UTC(Number(y), Number(mo), 0)).getUTCDate();
+    if (Number(mo) < 1 || Number(mo) > 12 || Number(d) < 1 || Number(d) > days) throw new ValueError(`${text} is not a valid date`);
+  }
+  if (Number(h) > 23 || Number(mi) > 59 || Number(sec) > 59) throw new ValueError(`${text} is not a valid time of day`);
+  if (t === 'timestamp' && !zero && (text < '1970-01-01 00:00:01' || text > '2038-01-19 03:14:07.999999')) {
+    throw new ValueError(`${text} is outside the TIMESTAMP range (1970-01-01 00:00:01 .. 2038-01-19 03:14:07.999999 UTC)`);
+  }
+  return text;
+}
+
 /** The bound value for one column; throws ValueError when the value cannot be stored faithfully. */
 export function toSqlValue(col: ColumnMeta, value: unknown): SqlValue {
   if (value === null || value === undefined) {
@@ -60,48 +188,48 @@ export function toSqlValue(col: ColumnMeta, value: unknown): SqlValue {
   }
   const t = col.dataType;
   if (INT_TYPES.has(t)) {
-    if (typeof value === 'bigint') return value.toString();
+    if (typeof value === 'bigint') return checkInteger(col, value.toString());
     if (typeof value === 'number') {
       if (!Number.isSafeInteger(value)) throw new ValueError(`${value} is not an exact integer; pass a bigint or decimal string`);
-      return String(value);
+      return checkInteger(col, String(value));
     }
     if (typeof value === 'boolean') return value ? '1' : '0';
-    if (typeof value === 'string' && /^-?\d+$/.test(value)) return value.replace(/^(-?)0+(?=\d)/, '$1');
+    if (typeof value === 'string' && /^-?\d+$/.test(value)) return checkInteger(col, value.replace(/^(-?)0+(?=\d)/, '$1').replace(/^-0$/, '0'));
     throw new ValueError(`cannot store ${describe(value)} in an integer column`);
   }
   if (DECIMAL_TYPES.has(t)) {
-    if (typeof value === 'bigint') return value.toString();
-    if (typeof value === 'number' && Number.isFinite(value)) return String(value);
-    if (typeof value === 'string' && /^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(value)) return value;
+    if (typeof value === 'bigint') return checkDecimal(col, value.toString());
+    if (typeof value === 'number' && Number.isFinite(value)) return checkDecimal(col, String(value));
+    if (typeof value === 'string' && /^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(value)) return checkDecimal(col, value);
     throw new ValueError(`cannot store ${describe(value)} in a DECIMAL column`);
   }
   if (FLOAT_TYPES.has(t)) {
-    if (typeof value === 'number') return value;
-    if (typeof value === 'string' && value.trim() !== '' && !Number.isNaN(Number(value))) return value;
+    if (typeof value === 'number') {
+      checkFloat(col, value);
+      return value;
+    }
+    if (typeof value === 'string' && value.trim() !== '' && !Number.isNaN(Number(value))) {
+      checkFloat(col, Number(value));
+      return value;
+    }
     throw new ValueError(`cannot store ${describe(value)} in a floating-point column`);
   }
   if (t === 'bit') return bitValue(value, col.columnType);
-  if (t === 'json') {
-    // A JSON column takes JSON text; any other JS value is serialized.
-    if (typeof value === 'string') return value;
-    if (isBytes(value)) return Buffer.from(value).toString('utf8');
-    if (typeof value === 'bigint') return value.toString();
-    return JSON.stringify(value);
-  }
+  if (t === 'json' || col.json) return jsonText(value);
   if (TEMPORAL_TYPES.has(t)) {
     if (value instanceof Date) return formatDate(value, t);
-    if (typeof value === 'string') return value;
+    if (typeof value === 'string') return checkTemporal(col, value);
     if (typeof value === 'number' && t === 'year') return value;
     throw new ValueError(`cannot store ${describe(value)} in a ${t.toUpperCase()} column`);
   }
   if (BINARY_TYPES.has(t)) {
-    if (isBytes(value)) return Buffer.from(value);
-    if (typeof value === 'string') return Buffer.from(value, 'utf8');
+    if (isBytes(value)) return checkBytes(col, Buffer.from(value));
+    if (typeof value === 'string') return checkBytes(col, Buffer.from(value, 'utf8'));
     throw new ValueError(`cannot store ${describe(value)} in a binary column`);
   }
-  if (t === 'set' && Array.isArray(value)) return value.map(String).join(',');
-  if (typeof value === 'string') return value;
-  if (typeof value === 'number' || typeof value === 'bigint') return value.toString();
+  if (t === 'set' && Array.isArray(value)) return checkText(col, value.map(String).join(','));
+  if (typeof value === 'string') return checkText(col, value);
+  if (typeof value === 'number' || typeof value === 'bigint') return checkText(col, value.toString());
   if (isBytes(value)) return Buffer.from(value);
   throw new ValueError(`cannot store ${describe(value)} in a ${t.toUpperCase()} column`);
 }

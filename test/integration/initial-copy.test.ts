@@ -10,6 +10,7 @@ import { createSink } from '../../src/writer/sink.ts';
 import { type CliProcess, spawnCli } from '../helpers/cli-process.ts';
 import { describeEachEngine } from '../helpers/engines.ts';
 import { eventually, setupNodes } from '../helpers/replication.ts';
+import { enterApplySessionSql } from '../../src/sql/install.ts';
 
 /** Rows on A and on B (the brief's 200,000 / 100,000; LWW_COPY_ROWS scales both, e.g. 20000 for a quick run). */
 const ROWS_A = Number(process.env.LWW_COPY_ROWS ?? 200_000);
@@ -73,9 +74,9 @@ describeEachEngine('initial copy on first start', 2, (ctx) => {
     const t0 = Date.now();
     // A: ids 1..ROWS_A. B: ids from ROWS_A - ROWS_B/2 + 1, half of them A's keys: even ids newer on B, odd ids newer on A.
     const firstB = ROWS_A - ROWS_B / 2 + 1;
-    await a.query('SET @lww_apply = 1');
+    await a.query(enterApplySessionSql('lww_meta'));
     await a.query(`INSERT INTO ${DB}.items (id, v, n, _lww_ts) SELECT n, CONCAT('a-', n), n, ((CAST(? AS UNSIGNED) + n * 8) << 10) | 1 FROM ${numbers(ROWS_A)}`, [BASE_US.toString()]);
-    await b.query('SET @lww_apply = 1');
+    await b.query(enterApplySessionSql('lww_meta'));
     await b.query(
       `INSERT INTO ${DB}.items (id, v, n, _lww_ts) SELECT n + ?, CONCAT('b-', n + ?), -(n + ?), ((CAST(? AS UNSIGNED) + (n + ?) * 8 + IF((n + ?) % 2 = 0, 3, -3)) << 10) | 2 FROM ${numbers(ROWS_B)}`,
       [firstB - 1, firstB - 1, firstB - 1, BASE_US.toString(), firstB - 1, firstB - 1],
@@ -206,7 +207,7 @@ describeEachEngine('initial copy on first start', 2, (ctx) => {
     conns = await setupNodes(urls, DB, DDL, ['items']);
     const [a, b] = conns as [Connection, Connection];
     const rows = Math.max(20_000, Math.round(ROWS_A * 0.75));
-    await a.query('SET @lww_apply = 1');
+    await a.query(enterApplySessionSql('lww_meta'));
     await a.query(`INSERT INTO ${DB}.items (id, v, n, _lww_ts) SELECT n, CONCAT('a-', n), n, ((CAST(? AS UNSIGNED) + n * 8) << 10) | 1 FROM ${numbers(rows)}`, [BASE_US.toString()]);
     await a.query('SET @lww_apply = NULL');
     const replicate = () => {

@@ -8,6 +8,7 @@ import { checkAutoIncrementCollisions } from '../../src/install/auto-increment.t
 import { install, uninstall } from '../../src/install/install.ts';
 import { tombstoneTableName } from '../../src/model/names.ts';
 import { makeVersion, nextVersion, nodeIdOf, physicalMicrosOf } from '../../src/model/version.ts';
+import { enterApplySessionSql } from '../../src/sql/install.ts';
 import { describeEachEngine } from '../helpers/engines.ts';
 
 const execFileAsync = promisify(execFile);
@@ -107,8 +108,8 @@ describeEachEngine('install and uninstall', 1, (ctx) => {
     const after = Date.now();
     expect(result.recordedNodeId).toBe(true);
     expect(result.tables.map((t) => [t.table, t.changes.addedVersionColumn, t.changes.backfilledRows, t.changes.triggers.length])).toEqual([
-      [WEIRD, true, 3, 3],
-      ['versioned', false, 1, 3],
+      [WEIRD, true, 3, 5],
+      ['versioned', false, 1, 5],
     ]);
     expect(await showCreateTable(conn, T)).toMatch(/`_lww_ts` bigint(\(20\))? unsigned NOT NULL (INVISIBLE DEFAULT 0|DEFAULT '0' \/\*!80023 INVISIBLE \*\/)/);
     for (const [region, id] of [['eu', 1], ['eu', 2], ['us', 1]] as const) {
@@ -130,21 +131,21 @@ describeEachEngine('install and uninstall', 1, (ctx) => {
 
   it('computes versions with exact 64-bit integer math', async () => {
     // A clock whose microseconds do not survive a trip through a double (2^60 < version < 2^64).
-    await conn.query('SET TIMESTAMP = 1999999999.999999');
+    await conn.query('SET TIMESTAMP = 1699999999.999999');
     await conn.query(`INSERT INTO ${T} (region, id) VALUES ('zz', 1)`);
-    expect(await versionOf(conn, 'zz', 1)).toBe(makeVersion(1999999999999999n, NODE));
+    expect(await versionOf(conn, 'zz', 1)).toBe(makeVersion(1699999999999999n, NODE));
     // An old version near 2^63, planted as the sink would: the update goes exactly one tick above it.
     const planted = (1n << 63n) + 5000n;
-    await conn.query('SET @lww_apply = 1');
+    await conn.query(enterApplySessionSql('lww_meta'));
     await conn.query(`UPDATE ${T} SET _lww_ts = ? WHERE region = 'zz' AND id = 1`, [planted.toString()]);
     await conn.query('SET @lww_apply = NULL');
     await conn.query(`UPDATE ${T} SET qty = 1 WHERE region = 'zz' AND id = 1`);
-    expect(await versionOf(conn, 'zz', 1)).toBe(nextVersion(planted, 1999999999999999n, NODE));
+    expect(await versionOf(conn, 'zz', 1)).toBe(nextVersion(planted, 1699999999999999n, NODE));
     expect(await versionOf(conn, 'zz', 1)).toBe((1n << 63n) + 5n * 1024n + BigInt(NODE));
     await conn.query(`DELETE FROM ${T} WHERE region = 'zz'`);
     expect(await tombstoneOf(conn, 'zz', 1)).toBe((1n << 63n) + 6n * 1024n + BigInt(NODE));
     await conn.query('SET TIMESTAMP = DEFAULT');
-    await conn.query('SET @lww_apply = 1');
+    await conn.query(enterApplySessionSql('lww_meta'));
     await conn.query(`DELETE FROM ${TOMB} WHERE region = 'zz'`);
     await conn.query('SET @lww_apply = NULL');
   });
@@ -205,7 +206,7 @@ describeEachEngine('install and uninstall', 1, (ctx) => {
   });
 
   it('a delete of a row older than its key\'s tombstone (left by a non-LWW writer) still raises the tombstone', async () => {
-    await conn.query('SET @lww_apply = 1');
+    await conn.query(enterApplySessionSql('lww_meta'));
     const high = 9_000_000_000_000_000_000n;
     try {
       await conn.query(`INSERT INTO ${TOMB} (region, id, _lww_ts) VALUES ('ol', 1, ?)`, [high.toString()]);
@@ -218,7 +219,7 @@ describeEachEngine('install and uninstall', 1, (ctx) => {
   });
 
   it('with @lww_apply set, writes keep their version and leave no tombstone', async () => {
-    await conn.query('SET @lww_apply = 1');
+    await conn.query(enterApplySessionSql('lww_meta'));
     try {
       await conn.query(`INSERT INTO ${T} (region, id, name, _lww_ts) VALUES ('ap', 1, 'x', 12345)`);
       expect(await versionOf(conn, 'ap', 1)).toBe(12345n);
@@ -229,6 +230,54 @@ describeEachEngine('install and uninstall', 1, (ctx) => {
       expect(await rows(conn, `SELECT * FROM ${TOMB} WHERE region = 'ap'`)).toHaveLength(0);
     } finally {
       await conn.query('SET @lww_apply = NULL');
+    }
+  });
+
+  it('an application account cannot choose a version, skip the clock, move it ahead or wrap it', async () => {
+    for (const host of ['%', 'localhost', '127.0.0.1']) {
+      await conn.query(`CREATE USER IF NOT EXISTS 'app'@'${host}' IDENTIFIED BY 'app-pw'`);
+      await conn.query(`GRANT SELECT, INSERT, UPDATE, DELETE ON \`app\`.* TO 'app'@'${host}'`);
+    }
+    const u = new URL(url);
+    u.username = 'app';
+    u.password = 'app-pw';
+    const app = await connect(u.toString());
+    try {
+      await expect(app.query('SELECT secret FROM lww_meta.apply_secret')).rejects.toThrow(/denied/);
+      // The old bypass flag, and a guessed secret, change nothing: every write is stamped.
+      for (const flag of ['1', '0'.repeat(64)]) {
+        await app.query('SET @lww_apply = ?', [flag]);
+        const before = Date.now();
+        await app.query(`INSERT INTO ${T} (region, id, name, _lww_ts) VALUES ('ap2', 1, 'mine', 42)`);
+        const inserted = await versionOf(conn, 'ap2', 1);
+        expectFreshLocalVersion(inserted, before, Date.now());
+        await app.query(`UPDATE ${T} SET name = 'x', _lww_ts = 18446744073709551615 WHERE region = 'ap2' AND id = 1`);
+        const updated = (await versionOf(conn, 'ap2', 1))!;
+        expect(updated).toBeGreaterThan(inserted!);
+        expectFreshLocalVersion(updated, before, Date.now());
+        await app.query(`DELETE FROM ${T} WHERE region = 'ap2' AND id = 1`);
+        expect(await tombstoneOf(conn, 'ap2', 1)).toBeGreaterThan(updated);
+      }
+      // A session clock moved ahead is refused; one moved back is a slow clock and allowed.
+      await app.query('SET TIMESTAMP = UNIX_TIMESTAMP() + 3600');
+      await expect(app.query(`INSERT INTO ${T} (region, id) VALUES ('ap2', 2)`)).rejects.toThrow(/session clock/);
+      await app.query('SET TIMESTAMP = UNIX_TIMESTAMP() - 3600');
+      await app.query(`INSERT INTO ${T} (region, id) VALUES ('ap2', 2)`);
+      await app.query('SET TIMESTAMP = DEFAULT');
+      // A stored version near 2^64 raises instead of wrapping to a version that loses everywhere.
+      await conn.query(enterApplySessionSql('lww_meta'));
+      await conn.query(`UPDATE ${T} SET _lww_ts = ? WHERE region = 'ap2' AND id = 2`, [((1n << 64n) - 2n).toString()]);
+      await conn.query('SET @lww_apply = NULL');
+      await expect(app.query(`UPDATE ${T} SET qty = 7 WHERE region = 'ap2' AND id = 2`)).rejects.toThrow(/overflow/);
+      await expect(app.query(`DELETE FROM ${T} WHERE region = 'ap2' AND id = 2`)).rejects.toThrow(/overflow/);
+      expect(await versionOf(conn, 'ap2', 2)).toBe((1n << 64n) - 2n);
+      await conn.query(enterApplySessionSql('lww_meta'));
+      await conn.query(`DELETE FROM ${T} WHERE region = 'ap2'`);
+      await conn.query(`DELETE FROM ${TOMB} WHERE region = 'ap2'`);
+      await conn.query('SET @lww_apply = NULL');
+    } finally {
+      await app.end();
+      for (const host of ['%', 'localhost', '127.0.0.1']) await conn.query(`DROP USER IF EXISTS 'app'@'${host}'`);
     }
   });
 
@@ -280,7 +329,7 @@ describeEachEngine('install and uninstall', 1, (ctx) => {
     const result = JSON.parse(stdout);
     expect(result.tables.map((t: { table: string }) => t.table)).toEqual(['t']);
     expect(result.tables[0].changes.addedVersionColumn).toBe(true);
-    expect(await rows(conn, "SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = 'cli_db'")).toHaveLength(3);
+    expect(await rows(conn, "SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = 'cli_db'")).toHaveLength(5);
 
     const un = await execFileAsync(process.execPath, [...cli, 'uninstall', '--url', url, '--schema', 'cli_db']);
     expect(un.stdout).toContain('cli_db.t: uninstalled');
@@ -292,8 +341,8 @@ describeEachEngine('install and uninstall', 1, (ctx) => {
     const result = await uninstall({ url, tables: [`app.${WEIRD}`, 'app.versioned'] });
     expect(result.droppedMetaSchema).toBe(true);
     expect(result.tables.map((t) => [t.table, t.droppedTriggers.length, t.droppedVersionColumn])).toEqual([
-      [WEIRD, 3, true],
-      ['versioned', 3, false],
+      [WEIRD, 5, true],
+      ['versioned', 5, false],
     ]);
     expect(await showCreateTable(conn, T)).toBe(originalWeird);
     expect(await showCreateTable(conn, '`app`.`versioned`')).toBe(originalVersioned);

@@ -8,6 +8,7 @@ import { type SyncReport, syncNodes } from '../../src/sync/repair.ts';
 import { spawnCli } from '../helpers/cli-process.ts';
 import { describeEachEngine } from '../helpers/engines.ts';
 import { setupNodes } from '../helpers/replication.ts';
+import { enterApplySessionSql } from '../../src/sql/install.ts';
 
 const DB = 'repair';
 const DDL = [
@@ -27,7 +28,7 @@ function numbers(max: number): string {
 /** The same rows with the same versions on every node (as if replicated), written past the triggers; two pairs rows per `a`. */
 async function identicalBase(conns: Connection[], rows: number): Promise<void> {
   for (const c of conns) {
-    await c.query('SET @lww_apply = 1');
+    await c.query(enterApplySessionSql('lww_meta'));
     await c.query(`INSERT INTO ${DB}.items (id, v, n, _lww_ts) SELECT n, CONCAT('base-', n), n, ((CAST(? AS UNSIGNED) + n) << 10) | 1 FROM ${numbers(rows)}`, [BASE_US.toString()]);
     await c.query(
       `INSERT INTO ${DB}.pairs (a, b, note, _lww_ts) SELECT FLOOR((n + 1) / 2), IF(n % 2 = 0, 'x', 'y'), CONCAT('p', n), ((CAST(? AS UNSIGNED) + n) << 10) | 1 FROM ${numbers(Math.min(rows, 200))}`,
@@ -148,7 +149,7 @@ describeEachEngine('sync (one-shot LWW repair)', 2, (ctx) => {
 
     // Divergences written past the triggers, with explicit versions (node bits kept per node).
     const tomb = `lww_meta.tomb__${DB}__items`;
-    for (const c of conns) await c.query('SET @lww_apply = 1');
+    for (const c of conns) await c.query(enterApplySessionSql('lww_meta'));
     await b.query(`DELETE FROM ${DB}.items WHERE id % 97 = 0`); // rows missing on B, no tombstone
     await a.query(`DELETE FROM ${DB}.items WHERE id % 101 = 0`); // rows missing on A
     await a.query(`UPDATE ${DB}.items SET v = CONCAT(v, '-a'), _lww_ts = (((_lww_ts >> 10) + 1) << 10) | 1 WHERE id % 89 = 0`);

@@ -1,21 +1,17 @@
 import { describe, expect, it } from 'vitest';
 import { advanceCheckpointSql, claimCheckpointSql } from '../../src/sql/checkpoint.ts';
 import { dialectFromVersion } from '../../src/sql/dialect.ts';
-import {
-  deleteRowsUnderTombstoneSql,
-  guardedDeleteSql,
-  lwwUpsertSql,
-  plainDeleteSql,
-  replaceSql,
-  selectTombstonesForUpdateSql,
-  upsertTombstonesSql,
-} from '../../src/sql/dml.ts';
+import { guardedDelete, keyPlaceholder, lockTombstones, lwwUpsert, plainDelete, readBackVersions, replaceRows, sameKeys, tombstonedKeys, upsertTombstones } from '../../src/sql/dml.ts';
 import { quoteIdent } from '../../src/sql/quote.ts';
 import { metaSchemaDdl, tombstoneTableDdl } from '../../src/sql/templates.ts';
 
-const shape = { schema: 'db', table: 't', columns: ['id', 'name', '_lww_ts'], primaryKey: ['id'], versionColumn: '_lww_ts' };
-const composite = { schema: 'db', table: 't', columns: ['a', 'b', 'v', '_lww_ts'], primaryKey: ['a', 'b'], versionColumn: '_lww_ts' };
-const tomb = { metaSchema: 'lww_meta', tombstoneTable: 'tomb__db__t', primaryKey: ['id'], versionColumn: '_lww_ts' };
+const INT = 'CAST(? AS SIGNED)';
+const shape = { schema: 'db', table: 't', columns: ['id', 'name', '_lww_ts'], primaryKey: ['id'], versionColumn: '_lww_ts', keyPlaceholders: [INT] };
+const DT = 'CAST(? AS DATETIME(6))';
+const CI = 'CAST(? AS CHAR CHARACTER SET utf8mb4) COLLATE utf8mb4_general_ci';
+const composite = { schema: 'db', table: 't', columns: ['a', 'b', 'v', '_lww_ts'], primaryKey: ['a', 'b'], versionColumn: '_lww_ts', keyPlaceholders: [DT, CI] };
+const tomb = { metaSchema: 'lww_meta', tombstoneTable: 'tomb__db__t', primaryKey: ['id'], versionColumn: '_lww_ts', keyPlaceholders: [INT] };
+const ctomb = { ...tomb, primaryKey: ['a', 'b'], keyPlaceholders: [DT, CI] };
 
 describe('identifier quoting', () => {
   it('doubles backticks and keeps spaces and unicode', () => {
@@ -39,58 +35,120 @@ describe('dialect detection', () => {
   });
 });
 
-describe('LWW upsert text', () => {
-  it('MySQL uses the row alias, qualifies both sides and assigns the version last', () => {
-    expect(lwwUpsertSql(shape, 2, 'mysql')).toBe(
-      'INSERT INTO `db`.`t` (`id`, `name`, `_lww_ts`) VALUES (?, ?, ?), (?, ?, ?) AS `_lww_new` ON DUPLICATE KEY UPDATE ' +
-        '`name` = IF(`_lww_new`.`_lww_ts` > `db`.`t`.`_lww_ts` AND `_lww_new`.`id` = `db`.`t`.`id`, `_lww_new`.`name`, `db`.`t`.`name`), ' +
-        '`_lww_ts` = IF(`_lww_new`.`_lww_ts` > `db`.`t`.`_lww_ts` AND `_lww_new`.`id` = `db`.`t`.`id`, `_lww_new`.`_lww_ts`, `db`.`t`.`_lww_ts`)',
-    );
-  });
-  it('MariaDB and TiDB use VALUES()', () => {
-    const expected =
-      'INSERT INTO `db`.`t` (`id`, `name`, `_lww_ts`) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE ' +
-      '`name` = IF(VALUES(`_lww_ts`) > `db`.`t`.`_lww_ts` AND VALUES(`id`) = `db`.`t`.`id`, VALUES(`name`), `db`.`t`.`name`), ' +
-      '`_lww_ts` = IF(VALUES(`_lww_ts`) > `db`.`t`.`_lww_ts` AND VALUES(`id`) = `db`.`t`.`id`, VALUES(`_lww_ts`), `db`.`t`.`_lww_ts`)';
-    expect(lwwUpsertSql(shape, 1, 'mariadb')).toBe(expected);
-    expect(lwwUpsertSql(shape, 1, 'tidb')).toBe(expected);
-  });
-  it('guards on every primary-key column of a composite key and never assigns key columns', () => {
-    const sql = lwwUpsertSql(composite, 1, 'mysql');
-    expect(sql).toContain('`_lww_new`.`a` = `db`.`t`.`a` AND `_lww_new`.`b` = `db`.`t`.`b`');
-    expect(sql).not.toMatch(/UPDATE `a` =|, `b` =/);
-    expect(sql.endsWith('`db`.`t`.`_lww_ts`)')).toBe(true);
-  });
-  it('refuses a column list whose last column is not the version', () => {
-    expect(() => lwwUpsertSql({ ...shape, columns: ['id', '_lww_ts', 'name'] }, 1, 'mysql')).toThrow(/last/);
+describe('typed key placeholders', () => {
+  const col = (dataType: string, columnType: string, charset: string | null = null, collation: string | null = null) => ({ dataType, columnType, charset, collation });
+  it('cast each key value to its column type and collation, so the server compares as the index does', () => {
+    expect(keyPlaceholder(col('int', 'int'))).toBe('CAST(? AS SIGNED)');
+    expect(keyPlaceholder(col('bigint', 'bigint unsigned'))).toBe('CAST(? AS DECIMAL(20,0))');
+    expect(keyPlaceholder(col('decimal', 'decimal(10,2)'))).toBe('CAST(? AS DECIMAL(10,2))');
+    expect(keyPlaceholder(col('datetime', 'datetime(6)'))).toBe('CAST(? AS DATETIME(6))');
+    expect(keyPlaceholder(col('timestamp', 'timestamp(3)'))).toBe('CAST(? AS DATETIME(3))');
+    expect(keyPlaceholder(col('date', 'date'))).toBe('CAST(? AS DATE)');
+    expect(keyPlaceholder(col('binary', 'binary(4)'))).toBe('CAST(? AS BINARY(4))');
+    expect(keyPlaceholder(col('varchar', 'varchar(10)', 'utf8mb4', 'utf8mb4_general_ci'))).toBe(CI);
+    expect(keyPlaceholder(col('varchar', 'varchar(10)', 'utf8mb4', 'bad`name'))).toBe('?');
   });
 });
 
-describe('bypass, tombstone and delete text', () => {
+describe('LWW upsert', () => {
+  it('MySQL: typed keys and version, key guard, keys assigned under the guard, version assigned last', () => {
+    const newer = '`_lww_new`.`_lww_ts` > `db`.`t`.`_lww_ts` AND `_lww_new`.`id` = `db`.`t`.`id`';
+    expect(lwwUpsert(shape, [[1, 'a', '10'], ['2', null, '11']], 'mysql')).toEqual({
+      sql:
+        'INSERT INTO `db`.`t` (`id`, `name`, `_lww_ts`) VALUES (CAST(? AS SIGNED), ?, CAST(? AS DECIMAL(20,0))), (CAST(? AS SIGNED), ?, CAST(? AS DECIMAL(20,0)))' +
+        ' AS `_lww_new` ON DUPLICATE KEY UPDATE ' +
+        `\`id\` = IF(${newer}, \`_lww_new\`.\`id\`, \`db\`.\`t\`.\`id\`), ` +
+        `\`name\` = IF(${newer}, \`_lww_new\`.\`name\`, \`db\`.\`t\`.\`name\`), ` +
+        `\`_lww_ts\` = IF(${newer}, \`_lww_new\`.\`_lww_ts\`, \`db\`.\`t\`.\`_lww_ts\`)`,
+      values: [1, 'a', '10', '2', null, '11'],
+    });
+  });
+  it('MariaDB and TiDB read the incoming row with VALUES()', () => {
+    const newer = 'VALUES(`_lww_ts`) > `db`.`t`.`_lww_ts` AND VALUES(`id`) = `db`.`t`.`id`';
+    const expected =
+      'INSERT INTO `db`.`t` (`id`, `name`, `_lww_ts`) VALUES (CAST(? AS SIGNED), ?, CAST(? AS DECIMAL(20,0))) ON DUPLICATE KEY UPDATE ' +
+      `\`id\` = IF(${newer}, VALUES(\`id\`), \`db\`.\`t\`.\`id\`), ` +
+      `\`name\` = IF(${newer}, VALUES(\`name\`), \`db\`.\`t\`.\`name\`), ` +
+      `\`_lww_ts\` = IF(${newer}, VALUES(\`_lww_ts\`), \`db\`.\`t\`.\`_lww_ts\`)`;
+    expect(lwwUpsert(shape, [[1, 'a', '10']], 'mariadb').sql).toBe(expected);
+    expect(lwwUpsert(shape, [[1, 'a', '10']], 'tidb').sql).toBe(expected);
+  });
+  it('a composite key is typed and guarded on every column', () => {
+    const { sql } = lwwUpsert(composite, [['2024-01-01 10:00:00', 'A', 'x', '5']], 'mysql');
+    expect(sql).toContain(`VALUES (${DT}, ${CI}, ?, CAST(? AS DECIMAL(20,0)))`);
+    expect(sql).toContain('`_lww_new`.`a` = `db`.`t`.`a` AND `_lww_new`.`b` = `db`.`t`.`b`');
+    expect(sql.endsWith('`db`.`t`.`_lww_ts`)')).toBe(true);
+  });
+  it('the tombstones of a batch are first locked through a plain key list', () => {
+    expect(lockTombstones(ctomb, [['d1', 'A'], ['d2', 'b']])).toEqual({
+      sql: `SELECT \`_lww_ts\` FROM \`lww_meta\`.\`tomb__db__t\` WHERE (\`a\` = ${DT} AND \`b\` = ${CI}) OR (\`a\` = ${DT} AND \`b\` = ${CI}) LOCK IN SHARE MODE`,
+      values: ['d1', 'A', 'd2', 'b'],
+    });
+    expect(lockTombstones(tomb, [['1'], ['2']]).sql).toBe('SELECT `_lww_ts` FROM `lww_meta`.`tomb__db__t` WHERE `id` = CAST(? AS SIGNED) OR `id` = CAST(? AS SIGNED) LOCK IN SHARE MODE');
+  });
+  it('tombstones of the batch keys are read with a shared lock, matched by the server', () => {
+    expect(tombstonedKeys(composite, ctomb, [['d1', 'A', '5']])).toEqual({
+      sql:
+        `SELECT \`_lww_new\`.\`_lww_i\` AS \`_lww_i\` FROM (SELECT CAST(? AS SIGNED) AS \`_lww_i\`, ${DT} AS \`_lww_k0\`, ${CI} AS \`_lww_k1\`, CAST(? AS DECIMAL(20,0)) AS \`_lww_v\`) AS \`_lww_new\`` +
+        ' JOIN `lww_meta`.`tomb__db__t` ON `lww_meta`.`tomb__db__t`.`a` = `_lww_new`.`_lww_k0` AND `lww_meta`.`tomb__db__t`.`b` = `_lww_new`.`_lww_k1`' +
+        ' WHERE `lww_meta`.`tomb__db__t`.`_lww_ts` >= `_lww_new`.`_lww_v` LOCK IN SHARE MODE',
+      values: ['0', 'd1', 'A', '5'],
+    });
+  });
+  it('refuses a column list whose last column is not the version, and rows of the wrong width', () => {
+    expect(() => lwwUpsert({ ...shape, columns: ['id', '_lww_ts', 'name'] }, [[1, '1', 'a']], 'mysql')).toThrow(/last/);
+    expect(() => lwwUpsert(shape, [[1, '1']], 'mysql')).toThrow(/2 values/);
+  });
+});
+
+describe('bypass, tombstone, delete and read-back statements', () => {
   it('REPLACE INTO and plain DELETE for the bypass', () => {
-    expect(replaceSql(shape, 2)).toBe('REPLACE INTO `db`.`t` (`id`, `name`, `_lww_ts`) VALUES (?, ?, ?), (?, ?, ?)');
-    expect(plainDeleteSql(shape, 3)).toBe('DELETE FROM `db`.`t` WHERE `id` IN (?, ?, ?)');
-    expect(plainDeleteSql(composite, 2)).toBe('DELETE FROM `db`.`t` WHERE (`a`, `b`) IN ((?, ?), (?, ?))');
+    expect(replaceRows(shape, [[1, 'a', '1'], [2, 'b', '2']])).toEqual({
+      sql: 'REPLACE INTO `db`.`t` (`id`, `name`, `_lww_ts`) VALUES (?, ?, ?), (?, ?, ?)',
+      values: [1, 'a', '1', 2, 'b', '2'],
+    });
+    expect(plainDelete(composite, [['d1', 'x'], ['d2', 'y']])).toEqual({
+      sql: `DELETE FROM \`db\`.\`t\` WHERE (\`a\` = ${DT} AND \`b\` = ${CI}) OR (\`a\` = ${DT} AND \`b\` = ${CI})`,
+      values: ['d1', 'x', 'd2', 'y'],
+    });
   });
-  it('tombstones are read with a locking read and only ever raised', () => {
-    expect(selectTombstonesForUpdateSql(tomb, 2)).toBe('SELECT `id`, `_lww_ts` FROM `lww_meta`.`tomb__db__t` WHERE `id` IN (?, ?) FOR UPDATE');
-    expect(upsertTombstonesSql(tomb, 1, 'mysql')).toBe(
-      'INSERT INTO `lww_meta`.`tomb__db__t` (`id`, `_lww_ts`) VALUES (?, ?) AS `_lww_new` ON DUPLICATE KEY UPDATE `_lww_ts` = GREATEST(`lww_meta`.`tomb__db__t`.`_lww_ts`, `_lww_new`.`_lww_ts`)',
-    );
-    expect(upsertTombstonesSql(tomb, 1, 'mariadb')).toBe(
-      'INSERT INTO `lww_meta`.`tomb__db__t` (`id`, `_lww_ts`) VALUES (?, ?) ON DUPLICATE KEY UPDATE `_lww_ts` = GREATEST(`lww_meta`.`tomb__db__t`.`_lww_ts`, VALUES(`_lww_ts`))',
+  it('tombstones are only ever raised; a newer one takes the incoming key spelling', () => {
+    const newer = '`_lww_new`.`_lww_ts` > `lww_meta`.`tomb__db__t`.`_lww_ts`';
+    expect(upsertTombstones(tomb, [['1', '9']], 'mysql')).toEqual({
+      sql:
+        'INSERT INTO `lww_meta`.`tomb__db__t` (`id`, `_lww_ts`) VALUES (CAST(? AS SIGNED), CAST(? AS DECIMAL(20,0))) AS `_lww_new` ON DUPLICATE KEY UPDATE ' +
+        `\`id\` = IF(${newer}, \`_lww_new\`.\`id\`, \`lww_meta\`.\`tomb__db__t\`.\`id\`), ` +
+        '`_lww_ts` = GREATEST(`lww_meta`.`tomb__db__t`.`_lww_ts`, `_lww_new`.`_lww_ts`)',
+      values: ['1', '9'],
+    });
+    expect(upsertTombstones(tomb, [['1', '9']], 'mariadb').sql).toBe(
+      'INSERT INTO `lww_meta`.`tomb__db__t` (`id`, `_lww_ts`) VALUES (CAST(? AS SIGNED), CAST(? AS DECIMAL(20,0))) ON DUPLICATE KEY UPDATE ' +
+        '`id` = IF(VALUES(`_lww_ts`) > `lww_meta`.`tomb__db__t`.`_lww_ts`, VALUES(`id`), `lww_meta`.`tomb__db__t`.`id`), ' +
+        '`_lww_ts` = GREATEST(`lww_meta`.`tomb__db__t`.`_lww_ts`, VALUES(`_lww_ts`))',
     );
   });
-  it('rows the server matches to a newer tombstone are removed by its own key comparison', () => {
-    expect(deleteRowsUnderTombstoneSql(shape, tomb, 2)).toBe(
-      'DELETE `db`.`t` FROM `db`.`t` JOIN `lww_meta`.`tomb__db__t` ON `lww_meta`.`tomb__db__t`.`id` = `db`.`t`.`id`' +
-        ' WHERE `lww_meta`.`tomb__db__t`.`_lww_ts` >= `db`.`t`.`_lww_ts` AND `db`.`t`.`id` IN (?, ?)',
-    );
+  it('a delete removes the row only where its version is older, keys typed', () => {
+    expect(guardedDelete(composite, [['d1', 'x', '5'], ['d2', 'y', '6']])).toEqual({
+      sql:
+        `DELETE FROM \`db\`.\`t\` WHERE (\`a\` = ${DT} AND \`b\` = ${CI} AND \`_lww_ts\` < CAST(? AS DECIMAL(20,0)))` +
+        ` OR (\`a\` = ${DT} AND \`b\` = ${CI} AND \`_lww_ts\` < CAST(? AS DECIMAL(20,0)))`,
+      values: ['d1', 'x', '5', 'd2', 'y', '6'],
+    });
   });
-  it('a delete removes the row only where its version is older', () => {
-    expect(guardedDeleteSql(composite, 2)).toBe(
-      'DELETE FROM `db`.`t` WHERE (`a` = ? AND `b` = ? AND `_lww_ts` < ?) OR (`a` = ? AND `b` = ? AND `_lww_ts` < ?)',
-    );
+  it('reads back row and tombstone versions per key position', () => {
+    expect(readBackVersions(shape, tomb, [['7'], ['8']])).toEqual({
+      sql:
+        'SELECT `_lww_new`.`_lww_i` AS `_lww_i`, `db`.`t`.`_lww_ts` AS row_version, `lww_meta`.`tomb__db__t`.`_lww_ts` AS tomb_version' +
+        ' FROM (SELECT CAST(? AS SIGNED) AS `_lww_i`, CAST(? AS SIGNED) AS `_lww_k0` UNION ALL SELECT CAST(? AS SIGNED), CAST(? AS SIGNED)) AS `_lww_new`' +
+        ' LEFT JOIN `db`.`t` ON `db`.`t`.`id` = `_lww_new`.`_lww_k0` LEFT JOIN `lww_meta`.`tomb__db__t` ON `lww_meta`.`tomb__db__t`.`id` = `_lww_new`.`_lww_k0`',
+      values: ['0', '7', '1', '8'],
+    });
+  });
+  it('asks the server whether old and new key values are the same key', () => {
+    expect(sameKeys(composite, [['d1', 'A', 'd1', 'a']])).toEqual({
+      sql: `SELECT (${DT} = ${DT} AND ${CI} = ${CI}) AS \`same0\``,
+      values: ['d1', 'd1', 'A', 'a'],
+    });
   });
 });
 

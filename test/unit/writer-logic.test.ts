@@ -46,6 +46,13 @@ describe('versions', () => {
     expect(nodeIdOf(next)).toBe(3);
     expect(nextVersion(undefined, 42n, 1)).toBe(makeVersion(42n, 1));
   });
+  it('makeVersion refuses node ids outside 0..1023 and physical times that would wrap', () => {
+    expect(() => makeVersion(1n, 1024)).toThrow(/node id/);
+    expect(() => makeVersion(1n, -1)).toThrow(/node id/);
+    expect(() => makeVersion(1n, 1.5)).toThrow(/node id/);
+    expect(() => makeVersion(1n << 54n, 1)).toThrow(/does not fit/);
+    expect(makeVersion((1n << 54n) - 1n, 1023)).toBe(MAX_VERSION);
+  });
 });
 
 describe('change validation', () => {
@@ -109,6 +116,23 @@ describe('coalescing', () => {
     );
     expect(plan!.keys.get('s1')!.upsert!.row[1]).toBe('old');
   });
+  it('keeps every upsert of a key in source order, for replaying unique swaps', () => {
+    const [plan] = coalesce(
+      ops([
+        { schema: 'db', table: 't', op: 'update', after: { id: 1, v: 'b' }, version: '20' },
+        { schema: 'db', table: 't', op: 'update', after: { id: 2, v: 'x' }, version: '15' },
+        { schema: 'db', table: 't', op: 'update', after: { id: 1, v: 'a' }, version: '10' },
+      ]),
+    );
+    expect(plan!.keys.get('s1')!.history.map((h) => [h.seq, h.version])).toEqual([
+      [1, 20n],
+      [3, 10n],
+    ]);
+  });
+  it('a key change remembers the new key, so the server can tell a change of spelling from a move', () => {
+    const [del, up] = ops([{ schema: 'db', table: 't', op: 'update', before: { id: 1, v: 'a' }, after: { id: 2, v: 'a' }, version: '5' }]);
+    expect([del!.kind, del!.movedTo, up!.movedTo]).toEqual(['delete', ['2'], undefined]);
+  });
 });
 
 describe('failpoints', () => {
@@ -149,6 +173,27 @@ describe('values and names', () => {
     expect(toSqlValue(col('set'), ['a', 'b'])).toBe('a,b');
     expect(() => toSqlValue(col('int', 'int', false), null)).toThrow(/NOT NULL/);
     expect(() => toSqlValue(col('decimal'), 'abc')).toThrow(/DECIMAL/);
+  });
+  it('refuses what the server would refuse, so it cannot poison a batch', () => {
+    expect(() => toSqlValue(col('tinyint', 'tinyint'), 128)).toThrow(/out of range/);
+    expect(toSqlValue(col('tinyint', 'tinyint unsigned'), '255')).toBe('255');
+    expect(() => toSqlValue(col('int', 'int unsigned'), -1)).toThrow(/out of range/);
+    expect(() => toSqlValue(col('bigint', 'bigint'), 2n ** 63n)).toThrow(/out of range/);
+    expect(() => toSqlValue(col('double'), Number.NaN)).toThrow(/NaN/);
+    expect(() => toSqlValue(col('float'), 1e39)).toThrow(/FLOAT/);
+    expect(() => toSqlValue(col('decimal', 'decimal(5,2)'), '1234.5')).toThrow(/out of range/);
+    expect(toSqlValue(col('decimal', 'decimal(5,2)'), '123.456')).toBe('123.456');
+    expect(() => toSqlValue(col('varchar', 'varchar(2)'), 'a😀b')).toThrow(/3 characters/);
+    expect(toSqlValue(col('varchar', 'varchar(2)'), '😀😀')).toBe('😀😀');
+    expect(() => toSqlValue(col('varbinary', 'varbinary(2)'), Buffer.alloc(3))).toThrow(/3 bytes/);
+    expect(() => toSqlValue(col('json'), '{"a":')).toThrow(/JSON/);
+    expect(() => toSqlValue(col('json'), { a: 1n })).toThrow(/JSON/);
+    expect(() => toSqlValue({ ...col('longtext'), json: true }, 'nope')).toThrow(/JSON/);
+    expect(() => toSqlValue(col('date'), '2023-02-29')).toThrow(/valid date/);
+    expect(toSqlValue(col('date'), '2024-02-29')).toBe('2024-02-29');
+    expect(() => toSqlValue(col('timestamp', 'timestamp(3)'), '2040-01-01 00:00:00')).toThrow(/TIMESTAMP range/);
+    expect(() => toSqlValue(col('enum', "enum('a','b')"), 'c')).toThrow(/not one of/);
+    expect(toSqlValue(col('enum', "enum('a','b')"), 'B')).toBe('B');
   });
   it('tombstone names are readable when they fit and hashed when they do not', () => {
     expect(tombstoneTableName('shop', 'orders')).toBe('tomb__shop__orders');

@@ -1,0 +1,173 @@
+// Issue #11, sink side: key equality decided by the server (temporal, decimal, collated keys), a
+// case-only key change, unique swaps inside one transaction, validation before a batch is poisoned,
+// a rejected transaction stopping the sink, abort() during retries.
+import type { Connection, RowDataPacket } from 'mysql2/promise';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { connect } from '../../src/db/connection.ts';
+import { createSink, InvalidChangeError, type Sink, type SourceTransactionInput } from '../../src/index.ts';
+import { describeEachEngine } from '../helpers/engines.ts';
+import { freshDatabase, rowsOf } from '../helpers/db.ts';
+
+type Change = SourceTransactionInput['changes'][number];
+
+describeEachEngine('LWW sink, exact keys', 1, (ctx) => {
+  let url: string;
+  let conn: Connection;
+  const sinks: Sink[] = [];
+  const sinkFor = (opts: Partial<Parameters<typeof createSink>[0]> = {}) => {
+    const s = createSink({ target: url, failpoints: '', ...opts });
+    sinks.push(s);
+    return s;
+  };
+  const conflicts = async (db: string) => {
+    const [r] = await conn.query<RowDataPacket[]>('SELECT reason FROM lww_meta.conflicts WHERE schema_name = ?', [db]);
+    return r.length;
+  };
+
+  beforeAll(async () => {
+    url = ctx.servers[0]!.url;
+    conn = await connect(url);
+  });
+  afterAll(async () => {
+    for (const s of sinks) await s.abort();
+    await conn?.end();
+  });
+
+  it('a late older insert stays deleted whatever the spelling of a DATETIME(6) or DECIMAL key', async () => {
+    await freshDatabase(conn, 'ex1', [
+      'CREATE TABLE {{db}}.t (at DATETIME(6) NOT NULL PRIMARY KEY, v INT, _lww_ts BIGINT UNSIGNED NOT NULL, UNIQUE KEY uv (v))',
+      'CREATE TABLE {{db}}.d (k DECIMAL(10,2) NOT NULL PRIMARY KEY, v INT, _lww_ts BIGINT UNSIGNED NOT NULL, UNIQUE KEY uv (v))',
+    ]);
+    const sink = sinkFor();
+    const t = (op: 'insert' | 'delete', at: string, version: bigint): Change =>
+      op === 'insert' ? { schema: 'ex1', table: 't', op, after: { at, v: 1 }, version } : { schema: 'ex1', table: 't', op, before: { at }, version };
+    const d = (op: 'insert' | 'delete', k: number | string, version: bigint): Change =>
+      op === 'insert' ? { schema: 'ex1', table: 'd', op, after: { k, v: 1 }, version } : { schema: 'ex1', table: 'd', op, before: { k }, version };
+    await sink.write({ sourceId: 'x', position: '1', changes: [t('insert', '2024-01-01 10:00:00', 10n), d('insert', 1.5, 10n)] });
+    await sink.flush();
+    // Capture and copy spell the fraction; a number 1.5 is stored as 1.50.
+    await sink.write({ sourceId: 'x', position: '2', changes: [t('delete', '2024-01-01 10:00:00.000000', 30n), d('delete', '1.50', 30n)] });
+    await sink.flush();
+    await sink.write({ sourceId: 'x', position: '3', changes: [t('insert', '2024-01-01 10:00:00', 20n), d('insert', 1.5, 20n)] });
+    await sink.flush();
+    // Within one batch too.
+    await sink.write({ sourceId: 'x', position: '4', changes: [t('delete', '2024-01-02 00:00:00', 50n), t('insert', '2024-01-02 00:00:00.000000', 40n)] });
+    await sink.flush();
+    expect(await rowsOf(conn, 'ex1', 't', ['at'])).toEqual([]);
+    expect(await rowsOf(conn, 'ex1', 'd', ['k'])).toEqual([]);
+    expect(sink.stats().tables['ex1.t']).toMatchObject({ skippedByTombstone: 2, uniqueClashes: 0 });
+    expect(sink.stats().tables['ex1.d']).toMatchObject({ skippedByTombstone: 1, uniqueClashes: 0 });
+    expect(await conflicts('ex1')).toBe(0);
+  });
+
+  it('a case-only key change keeps the row, and concurrent spellings of one key converge on the newest', async () => {
+    await freshDatabase(conn, 'ex2', ['CREATE TABLE {{db}}.t (k VARCHAR(10) COLLATE utf8mb4_general_ci NOT NULL PRIMARY KEY, v INT, _lww_ts BIGINT UNSIGNED NOT NULL)']);
+    const sink = sinkFor();
+    await sink.write({ sourceId: 'c', position: '1', changes: [{ schema: 'ex2', table: 't', op: 'insert', after: { k: 'A', v: 1 }, version: 10n }] });
+    await sink.flush();
+    await sink.write({ sourceId: 'c', position: '2', changes: [{ schema: 'ex2', table: 't', op: 'update', before: { k: 'A', v: 1 }, after: { k: 'a', v: 2 }, version: 20n }] });
+    await sink.flush();
+    expect((await rowsOf(conn, 'ex2', 't', ['k'])).map((r) => `${r.k}:${r.v}@${r._lww_ts}`)).toEqual(['a:2@20']);
+    // Two nodes inserted 'B' and 'b'; whatever the arrival order, the newer spelling wins.
+    for (const order of [
+      [30n, 31n],
+      [31n, 30n],
+    ]) {
+      await conn.query("DELETE FROM ex2.t WHERE k = 'b'");
+      for (const v of order) {
+        await sink.write({ sourceId: 'c', position: `b${v}`, changes: [{ schema: 'ex2', table: 't', op: 'insert', after: { k: v === 31n ? 'b' : 'B', v: Number(v) }, version: v }] });
+        await sink.flush();
+      }
+      const [row] = await conn.query<RowDataPacket[]>("SELECT k, _lww_ts FROM ex2.t WHERE k = 'b'");
+      expect(`${row[0]!.k}@${row[0]!._lww_ts}`).toBe('b@31');
+    }
+  });
+
+  it('a transaction that swaps unique values applies in source order; only a real clash is a conflict', async () => {
+    await freshDatabase(conn, 'ex3', ['CREATE TABLE {{db}}.t (id INT PRIMARY KEY, u INT NOT NULL, _lww_ts BIGINT UNSIGNED NOT NULL, UNIQUE KEY uu (u))']);
+    const sink = sinkFor();
+    const up = (id: number, u: number, version: bigint, op: 'insert' | 'update' = 'update'): Change => ({ schema: 'ex3', table: 't', op, after: { id, u }, version });
+    await sink.write({ sourceId: 's', position: '1', changes: [up(1, 10, 1n, 'insert'), up(2, 20, 1n, 'insert'), up(3, 30, 1n, 'insert')] });
+    await sink.flush();
+    // Source: id1 u=-1; id2 u=10; id1 u=20 — one transaction. And a new row 4 taking 30 from row 3, which moves to 40.
+    await sink.write({ sourceId: 's', position: '2', changes: [up(1, -1, 2n), up(2, 10, 3n), up(1, 20, 4n), up(4, 30, 5n, 'insert'), up(3, 40, 4n)] });
+    await sink.flush();
+    expect((await rowsOf(conn, 'ex3', 't', ['id'])).map((r) => `${r.id}:${r.u}@${r._lww_ts}`)).toEqual(['1:20@4', '2:10@3', '3:40@4', '4:30@5']);
+    expect(sink.stats().tables['ex3.t']!.uniqueClashes).toBe(0);
+    expect(await conflicts('ex3')).toBe(0);
+    // A value another row still holds at the end is a conflict: logged and counted, the other row kept.
+    await sink.write({ sourceId: 's', position: '3', changes: [up(5, 20, 6n, 'insert')] });
+    await sink.flush();
+    expect(sink.stats().tables['ex3.t']!.uniqueClashes).toBe(1);
+    expect(await conflicts('ex3')).toBe(1);
+    expect((await rowsOf(conn, 'ex3', 't', ['id'])).map((r) => r.id)).toEqual([1, 2, 3, 4]);
+  });
+
+  it('values the server would refuse are refused by write(), named, before they can poison a batch', async () => {
+    await freshDatabase(conn, 'ex4', [
+      'CREATE TABLE {{db}}.t (id TINYINT UNSIGNED PRIMARY KEY, f FLOAT NULL, s VARCHAR(3) NULL, j JSON NULL, d DECIMAL(5,2) NULL, dt DATETIME(6) NULL, e ENUM(\'a\',\'b\') NULL, _lww_ts BIGINT UNSIGNED NOT NULL)',
+    ]);
+    const now = BigInt(Date.now()) * 1000n << 10n;
+    const cases: Array<[Record<string, unknown>, RegExp, bigint?]> = [
+      [{ id: 300 }, /after\.id: 300 is out of range/],
+      [{ id: 1, f: Number.NaN }, /after\.f: NaN cannot be stored/],
+      [{ id: 1, f: Number.POSITIVE_INFINITY }, /after\.f: Infinity/],
+      [{ id: 1, f: 1e39 }, /after\.f: .*out of range for FLOAT/],
+      [{ id: 1, s: 'four' }, /after\.s: 4 characters do not fit varchar\(3\)/],
+      [{ id: 1, j: '{not json' }, /after\.j: is not valid JSON/],
+      [{ id: 1, j: { n: 10n } }, /after\.j: cannot be serialized as JSON/],
+      [{ id: 1, d: 12345 }, /after\.d: 12345 is out of range for decimal\(5,2\)/],
+      [{ id: 1, dt: '2024-02-30 10:00:00' }, /after\.dt: .*not a valid date/],
+      [{ id: 1, e: 'c' }, /after\.e: "c" is not one of/],
+      [{ id: 1 }, /version .* ahead of this sink's clock, more than limits\.maxFutureMs/, (BigInt(Date.UTC(2100, 0, 1)) * 1000n) << 10n],
+      [{ id: 1 }, /ahead of this sink's clock/, (1n << 64n) - 1n],
+    ];
+    for (const [after, message, version] of cases) {
+      const sink = sinkFor();
+      const row = { id: 1, f: null, s: null, j: null, d: null, dt: null, e: null, ...after };
+      const err = await sink.write({ sourceId: 'v', position: '1', changes: [{ schema: 'ex4', table: 't', op: 'insert', after: row, version: version ?? now }] }).catch((e: unknown) => e);
+      expect(err, String(message)).toBeInstanceOf(InvalidChangeError);
+      expect((err as Error).message).toMatch(message);
+      expect((err as Error).message).toContain('change #0 (ex4.t, insert)');
+    }
+    expect(await rowsOf(conn, 'ex4', 't', ['id'])).toEqual([]);
+  });
+
+  it('a refused transaction stops the sink: a later position never commits past it, even when nobody awaits', async () => {
+    await freshDatabase(conn, 'ex5', ['CREATE TABLE {{db}}.t (id INT PRIMARY KEY, _lww_ts BIGINT UNSIGNED NOT NULL)']);
+    const sink = sinkFor({ batch: { maxDelayMs: 1000 } });
+    const ins = (id: number): Change => ({ schema: 'ex5', table: 't', op: 'insert', after: { id }, version: BigInt(id) });
+    const first = sink.write({ sourceId: 'stop', position: '1', changes: [ins(1)] });
+    const bad = sink.write({ sourceId: 'stop', position: '2', changes: [{ schema: 'ex5', table: 't', op: 'insert', after: { id: 2, nope: 1 }, version: 2n }] });
+    const later = sink.write({ sourceId: 'stop', position: '3', changes: [ins(3)] });
+    await expect(bad).rejects.toThrow(/column nope does not exist/);
+    await expect(later).rejects.toThrow(/column nope does not exist/);
+    await first.catch(() => undefined);
+    await expect(sink.flush()).rejects.toThrow(/column nope does not exist/);
+    expect((await rowsOf(conn, 'ex5', 't', ['id'])).map((r) => r.id)).not.toContain(3);
+    expect(['1', undefined]).toContain((await sinkFor().checkpoint('stop'))?.position);
+  });
+
+  it('abort() during a retrying batch cancels it: nothing commits afterwards', async () => {
+    await freshDatabase(conn, 'ex6', ['CREATE TABLE {{db}}.t (id INT PRIMARY KEY, v INT, _lww_ts BIGINT UNSIGNED NOT NULL)']);
+    await conn.query('INSERT INTO ex6.t VALUES (1, 0, 1)');
+    const blocker = await connect(url);
+    try {
+      await blocker.query('BEGIN');
+      await blocker.query('SELECT * FROM ex6.t WHERE id = 1 FOR UPDATE');
+      const sink = sinkFor({ timeouts: { lockWaitSeconds: 1 }, retry: { baseMs: 300, maxMs: 300 } });
+      await sink.write({ sourceId: 'ab', position: '1', changes: [{ schema: 'ex6', table: 't', op: 'update', after: { id: 1, v: 9 }, version: 5n }] });
+      const flushed = sink.flush().catch((e: unknown) => e);
+      while (sink.stats().retries < 1) await new Promise((r) => setTimeout(r, 50));
+      await sink.abort();
+      await blocker.query('COMMIT');
+      expect(await flushed).toBeInstanceOf(Error);
+      // Give a wrongly surviving retry loop the time to reconnect and commit.
+      await new Promise((r) => setTimeout(r, 1500));
+      expect((await rowsOf(conn, 'ex6', 't', ['id'])).map((r) => r.v)).toEqual([0]);
+      expect(await sinkFor().checkpoint('ab')).toBeUndefined();
+    } finally {
+      await blocker.end();
+    }
+  });
+});
