@@ -1,23 +1,46 @@
-// Sink throughput: the same generated change set applied to a fresh table by the LWW sink, by the
-// same sink in bypass mode (REPLACE INTO), and naively one autocommitted statement per row.
-// Prints rows/s and ratios measured in this run (machines here are noisy: compare ratios).
-//   npm run bench:sink -- [--engine mysql|mariadb] [--rows 20000]
+// Sink throughput against the physical limit. In one run and on the same generated rows (each
+// method on a fresh table), per batch size:
+//   (a) bare multi-row REPLACE        — what a non-LWW apply costs: the baseline;
+//   (b) bare LWW upsert statement     — the project's statement (src/sql/dml.ts) executed directly;
+//   (c) the sink (LWW)                — everything around the statement: tombstones, checkpoint, JS;
+//   (d) the sink in bypass mode       — the same sink writing REPLACE INTO.
+// (a) and (b) are one autocommitted statement per batch, like the sink's one commit per batch.
+// Median of --rounds rounds; the order of the methods rotates per round so none always runs first.
+// Machines here are shared and noisy: compare ratios within one run, not absolute rates across runs.
+//   npm run bench:sink -- [--engine mysql|mariadb] [--rows 40000] [--rounds 3] [--batches 1,32,256,1024]
 import { parseArgs } from 'node:util';
+import type { Connection } from 'mysql2/promise';
 import { connect } from '../src/db/connection.ts';
 import { seededRandom } from '../src/harness/random.ts';
 import { createSink, type SourceTransactionInput } from '../src/index.ts';
+import { ensureMetaSchema, ensureTombstoneTable } from '../src/install/provision.ts';
+import type { Dialect } from '../src/sql/dialect.ts';
+import { lwwUpsert, replaceRows, type SqlValue, type Statement } from '../src/sql/dml.ts';
+import { quoteIdent } from '../src/sql/quote.ts';
 import { startServers } from '../src/servers/index.ts';
-import { lwwUpsert } from '../src/sql/dml.ts';
 import { shapesOf } from '../src/writer/apply.ts';
 import { loadTableMeta } from '../src/writer/table-metadata.ts';
-import { quoteIdent } from '../src/sql/quote.ts';
 
-const { values } = parseArgs({ options: { engine: { type: 'string', default: 'mysql' }, rows: { type: 'string', default: '20000' } } });
+const { values } = parseArgs({
+  options: {
+    engine: { type: 'string', default: 'mysql' },
+    rows: { type: 'string', default: '40000' },
+    rounds: { type: 'string', default: '3' },
+    batches: { type: 'string', default: '1,32,256,1024' },
+    // Batch 1 is one commit per row: fewer rows keep the run short (rates, not totals, are compared).
+    'rows-batch1': { type: 'string', default: '2000' },
+  },
+});
 const engine = values.engine === 'mariadb' ? 'mariadb' : 'mysql';
+const dialect: Dialect = engine;
 const ROWS = Number(values.rows);
-const BATCH_SIZES = [1, 32, 256, 1024];
+const ROUNDS = Number(values.rounds);
+const BATCH_SIZES = values.batches.split(',').map(Number);
+const META = 'lww_meta';
 
 type Change = SourceTransactionInput['changes'][number];
+type Method = 'replace' | 'upsert' | 'sink' | 'bypass';
+const METHODS: readonly Method[] = ['replace', 'upsert', 'sink', 'bypass'];
 
 function changeSet(db: string, n: number): Change[] {
   const random = seededRandom(42);
@@ -46,9 +69,11 @@ async function freshTable(): Promise<string> {
   return db;
 }
 
-async function viaSink(batch: number, bypass: boolean, n: number): Promise<number> {
-  const db = await freshTable();
-  const changes = changeSet(db, n);
+function elapsedSince(start: bigint): number {
+  return Number(process.hrtime.bigint() - start) / 1e9;
+}
+
+async function viaSink(changes: Change[], batch: number, bypass: boolean): Promise<number> {
   const sink = createSink({ target: url, batch: { maxRows: batch, maxDelayMs: 5 }, failpoints: bypass ? 'mysqlSinkBypassLWW=return(true)' : '' });
   // Warm-up outside the timing: metadata, tombstone table, checkpoint claim.
   await sink.write({ sourceId: 'bench', position: '0', changes: [] });
@@ -58,46 +83,75 @@ async function viaSink(batch: number, bypass: boolean, n: number): Promise<numbe
     await sink.write({ sourceId: 'bench', position: String(i + 1), changes: [changes[i]!] });
   }
   await sink.flush();
-  const secs = Number(process.hrtime.bigint() - start) / 1e9;
+  const secs = elapsedSince(start);
   await sink.close();
-  return n / secs;
+  return changes.length / secs;
 }
 
-async function naive(n: number): Promise<number> {
+/** One statement per batch of rows, autocommitted, on one connection: no sink around it. */
+async function bare(conn: Connection, db: string, changes: Change[], batch: number, build: (rows: SqlValue[][]) => Statement): Promise<number> {
+  const meta = await loadTableMeta(conn, db, 't', '_lww_ts');
+  const rows = changes.map((c) => meta.writableColumns.map((col) => (col === meta.versionColumn ? c.version.toString() : ((c.after as Record<string, SqlValue>)[col] ?? null))));
+  // Statement text built outside the timing, as a prepared statement would be.
+  const statements = [];
+  for (let i = 0; i < rows.length; i += batch) statements.push(build(rows.slice(i, i + batch)));
+  const start = process.hrtime.bigint();
+  for (const s of statements) await conn.execute(s.sql, s.values);
+  return changes.length / elapsedSince(start);
+}
+
+async function measure(method: Method, batch: number, n: number): Promise<number> {
   const db = await freshTable();
   const changes = changeSet(db, n);
-  const conn = await connect(url);
-  const dialect = engine === 'mysql' ? 'mysql' : 'mariadb';
-  const s = shapesOf(await loadTableMeta(conn, db, 't', '_lww_ts'), 'lww_meta');
-  const start = process.hrtime.bigint();
-  for (const c of changes) {
-    const a = c.after as { id: number; a: number; b: string; c: number; d: string };
-    const stmt = lwwUpsert(s.table, [[a.id, a.a, a.b, a.c, a.d, c.version.toString()]], dialect);
-    await conn.execute(stmt.sql, stmt.values);
+  try {
+    if (method === 'sink' || method === 'bypass') return await viaSink(changes, batch, method === 'bypass');
+    const conn = await connect(url);
+    try {
+      const meta = await loadTableMeta(conn, db, 't', '_lww_ts');
+      await ensureMetaSchema(conn, META);
+      await ensureTombstoneTable(conn, META, meta);
+      const s = shapesOf(meta, META);
+      return await bare(conn, db, changes, batch, (rows) => (method === 'replace' ? replaceRows(s.table, rows) : lwwUpsert(s.table, s.tomb, rows, dialect)));
+    } finally {
+      await conn.end();
+    }
+  } finally {
+    await admin.query(`DROP DATABASE IF EXISTS ${quoteIdent(db)}`);
   }
-  const secs = Number(process.hrtime.bigint() - start) / 1e9;
-  await conn.end();
-  return n / secs;
 }
 
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const k = (x: number) => `${(x / 1000).toFixed(1)}k`;
+
 try {
-  console.log(`bench:sink on ${engine} (${ROWS} changes per run, 30% updates)`);
-  const naiveRate = await naive(Math.min(ROWS, 5000));
-  const rows: Array<Record<string, string | number>> = [];
+  const [[version]] = (await admin.query('SELECT VERSION() AS v')) as unknown as [[{ v: string }]];
+  console.log(`bench:sink on ${engine} ${version!.v}: ${ROWS} changes per run (batch 1: ${values['rows-batch1']}), 30% updates, median of ${ROUNDS} rounds`);
+  const table: Array<Record<string, string | number>> = [];
   for (const batch of BATCH_SIZES) {
-    const n = batch === 1 ? Math.min(ROWS, 5000) : ROWS;
-    const lww = await viaSink(batch, false, n);
-    const replace = await viaSink(batch, true, n);
-    rows.push({
+    const n = batch === 1 ? Math.min(ROWS, Number(values['rows-batch1'])) : ROWS;
+    const rates = new Map<Method, number[]>(METHODS.map((m) => [m, []]));
+    for (let round = 0; round < ROUNDS; round++) {
+      for (let j = 0; j < METHODS.length; j++) {
+        const m = METHODS[(j + round) % METHODS.length]!;
+        rates.get(m)!.push(await measure(m, batch, n));
+      }
+    }
+    const med = (m: Method) => median(rates.get(m)!);
+    const replace = med('replace');
+    table.push({
       batch,
-      'LWW rows/s': Math.round(lww),
-      'REPLACE rows/s': Math.round(replace),
-      'naive rows/s': Math.round(naiveRate),
-      'LWW/REPLACE': Number((lww / replace).toFixed(2)),
-      'LWW/naive': Number((lww / naiveRate).toFixed(2)),
+      'REPLACE rows/s': k(replace),
+      'LWW stmt rows/s': k(med('upsert')),
+      'sink rows/s': k(med('sink')),
+      'bypass rows/s': k(med('bypass')),
+      'stmt/REPLACE': Number((med('upsert') / replace).toFixed(2)),
+      'sink/REPLACE': Number((med('sink') / replace).toFixed(2)),
+      'bypass/REPLACE': Number((med('bypass') / replace).toFixed(2)),
+      'sink/bypass': Number((med('sink') / med('bypass')).toFixed(2)),
     });
+    console.log(`  batch ${batch}: ${METHODS.map((m) => `${m} [${rates.get(m)!.map(k).join(' ')}]`).join(', ')}`);
   }
-  console.table(rows);
+  console.table(table);
 } finally {
   await admin.end();
   await server!.destroy();

@@ -1,7 +1,7 @@
-// Replication lag under load: 2 nodes × 4 writers doing single-row updates (oltp_update_non_index),
+// Replication lag under load: 2 nodes × --threads writers each (default 4) doing single-row updates (oltp_update_non_index),
 // replicated both ways. Lag of a change = commit time of the target transaction that applied it −
 // the physical time of its version (stamped by the source's trigger at write time).
-//   npx tsx scripts/measure-lag.ts [--engine mysql|mariadb] [--seconds 20] [--threads 4]
+//   npm run measure:lag -- [--engine mysql|mariadb] [--seconds 20] [--threads 4]   (--threads 16: 2 × 16 writers)
 import { parseArgs } from 'node:util';
 import { install } from '../src/install/install.ts';
 import { prepareWorkloadTables, runWriters, type WorkloadOptions, workloadTables } from '../src/harness/workload.ts';
@@ -12,6 +12,8 @@ const { values } = parseArgs({
   options: { engine: { type: 'string', default: 'mysql' }, seconds: { type: 'string', default: '20' }, threads: { type: 'string', default: '4' } },
 });
 const engine = values.engine === 'mariadb' ? 'mariadb' : 'mysql';
+const threads = Number(values.threads);
+if (!Number.isInteger(threads) || threads < 1) throw new RangeError(`--threads must be a positive integer (got ${values.threads})`);
 const servers = await startServers({ engine, count: 2 });
 try {
   const urls = servers.map((s) => s.url);
@@ -20,7 +22,7 @@ try {
     schema: 'lagdb',
     tables: 4,
     rowsPerTable: 10_000,
-    threads: Number(values.threads),
+    threads,
     durationMs: Number(values.seconds) * 1000,
     seed: 7,
   };
@@ -38,7 +40,7 @@ try {
   const seconds = (Date.now() - started) / 1000;
   const status = await replicator.status();
   await replicator.stop();
-  console.log(`measure-lag on ${engine}: 2 nodes × ${opts.threads} writers, single-row updates, ${values.seconds}s`);
+  console.log(`measure-lag on ${engine}: 2 nodes × ${threads} writers (${2 * threads} in all), single-row updates, ${values.seconds}s`);
   for (const [i, r] of results.entries()) console.log(`  n${i + 1}: ${r.transactions} transactions (${Math.round(r.transactions / seconds)}/s), ${r.retries} deadlock retries`);
   for (const d of replicator.directions) {
     const s = status.directions.find((x) => x.name === d.name)!;
