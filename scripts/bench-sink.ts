@@ -111,7 +111,7 @@ async function measure(method: Method, batch: number, n: number): Promise<number
       await ensureMetaSchema(conn, META);
       await ensureTombstoneTable(conn, META, meta);
       const s = shapesOf(meta, META);
-      return await bare(conn, db, changes, batch, (rows) => (method === 'replace' ? replaceRows(s.table, rows) : lwwUpsert(s.table, s.tomb, rows, dialect)));
+      return await bare(conn, db, changes, batch, (rows) => (method === 'replace' ? replaceRows(s.table, rows) : lwwUpsert(s.table, rows, dialect)));
     } finally {
       await conn.end();
     }
