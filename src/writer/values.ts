@@ -75,7 +75,8 @@ const BYTE_LIMITS: Record<string, number> = {
   longblob: 4_294_967_295,
 };
 
-const FLOAT_MAX = 3.402823466e38;
+// The largest finite float32 (2^128 - 2^104): what the server stores and reads back as FLOAT's maximum.
+const FLOAT_MAX = 3.4028234663852886e38;
 
 function declaredLength(columnType: string): number | undefined {
   const m = /^\w+\((\d+)\)/.exec(columnType);

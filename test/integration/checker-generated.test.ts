@@ -10,6 +10,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { checkState } from '../../src/checker/index.ts';
 import { connect } from '../../src/db/connection.ts';
 import { ensureMetaSchema } from '../../src/install/provision.ts';
+import { enterApplySessionSql } from '../../src/sql/install.ts';
 import { quoteIdent, quoteTable } from '../../src/sql/quote.ts';
 import { freshDatabase } from '../helpers/db.ts';
 import { describeEachEngine } from '../helpers/engines.ts';
@@ -376,7 +377,7 @@ describeEachEngine('state check on generated differences', 2, (ctx) => {
     // 1,000 single-column changes on B, each on its own key, the version kept (behind replication).
     const injected = new Map<string, string>(); // `table|key text` → column
     const byMutation: Record<string, number> = {};
-    await b.query('SET @lww_apply = 1');
+    await b.query(enterApplySessionSql('lww_meta'));
     let tries = 0;
     while (injected.size < CASES && tries++ < CASES * 50) {
       const ti = int(g, 0, TABLES - 1);

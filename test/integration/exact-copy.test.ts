@@ -5,6 +5,7 @@
 import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { checkState } from '../../src/checker/index.ts';
+import { enterApplySessionSql } from '../../src/sql/install.ts';
 import { quoteIdent, quoteTable } from '../../src/sql/quote.ts';
 import { copyTables } from '../../src/sync/initial-copy.ts';
 import { syncNodes } from '../../src/sync/repair.ts';
@@ -52,7 +53,7 @@ describeEachEngine('exact copy of every column type', 2, (ctx) => {
     urls = ctx.servers.map((s) => s.url);
     conns = await setupNodes(urls, DB, DDL, ['t', 'k']);
     const a = conns[0]!;
-    await a.query('SET @lww_apply = 1');
+    await a.query(enterApplySessionSql('lww_meta'));
     const v = (n: number) => `${(1_700_000_000_000_000n + BigInt(n)) << 10n | 1n}`;
     await a.query(
       `INSERT INTO ${quoteTable(DB, 't')} (${COLUMNS.map(quoteIdent).join(', ')}) VALUES` +
@@ -89,7 +90,7 @@ describeEachEngine('exact copy of every column type', 2, (ctx) => {
 
   async function emptyB(): Promise<void> {
     const b = conns[1]!;
-    await b.query('SET @lww_apply = 1');
+    await b.query(enterApplySessionSql('lww_meta'));
     for (const t of ['t', 'k']) await b.query(`DELETE FROM ${quoteTable(DB, t)}`);
     await b.query('SET @lww_apply = NULL');
     expect((await dump(b)).length).toBe(0);
