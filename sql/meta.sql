@@ -14,6 +14,10 @@ CREATE TABLE IF NOT EXISTS {{meta}}.`checkpoints` (
   `owner`           VARCHAR(255)    NOT NULL DEFAULT '',
   `applied_batches` BIGINT UNSIGNED NOT NULL DEFAULT 0,
   `updated_at`      TIMESTAMP(6)    NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+  -- Physical time (microseconds, the source's clock) the source stream had reached at `position`:
+  -- every later source transaction commits at or after it. NULL while unknown. The tombstone GC
+  -- horizon is computed from it (src/gc/horizon.ts).
+  `source_time_us`  BIGINT UNSIGNED NULL,
   PRIMARY KEY (`source_id`)
 ) ENGINE=InnoDB
 ;
@@ -29,6 +33,18 @@ CREATE TABLE IF NOT EXISTS {{meta}}.`conflicts` (
   `row_json`    LONGTEXT        NOT NULL,
   `created_at`  TIMESTAMP(6)    NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
   PRIMARY KEY (`id`)
+) ENGINE=InnoDB
+;
+-- Tombstone garbage collection on this server, per replicated table: tombstones with a version below
+-- `collected_below` may have been removed (src/gc/). Repair paths and the state check read it: a key
+-- this server lacks with an older version elsewhere cannot be told apart from a collected delete.
+CREATE TABLE IF NOT EXISTS {{meta}}.`gc_state` (
+  `schema_name`     VARCHAR(64)     NOT NULL,
+  `table_name`      VARCHAR(64)     NOT NULL,
+  `collected_below` BIGINT UNSIGNED NOT NULL DEFAULT 0,
+  `collected_rows`  BIGINT UNSIGNED NOT NULL DEFAULT 0,
+  `updated_at`      TIMESTAMP(6)    NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+  PRIMARY KEY (`schema_name`, `table_name`)
 ) ENGINE=InnoDB
 ;
 -- The node id this server stamps its local writes with (written by install).

@@ -156,3 +156,21 @@ export class InstallRefusedError extends LwwError {
     super(`install changed nothing: ${problems.length} tables cannot be installed:\n${problems.map((p) => `  - ${p.message}`).join('\n')}`);
   }
 }
+
+/**
+ * A merge or stream would have to decide a key below a node's tombstone GC horizon: the node may
+ * have removed the tombstone that refuses the older version, so applying it could bring a deleted
+ * row back. The source node's data (or pending changes) is older than what the target collected:
+ * re-seed the source from a peer (README "Tombstone GC").
+ */
+export class HorizonCrossedError extends LwwError {
+  readonly code = 'LWW_HORIZON_CROSSED';
+  constructor(
+    message: string,
+    readonly source: string,
+    readonly target: string,
+    readonly table?: string,
+  ) {
+    super(message);
+  }
+}

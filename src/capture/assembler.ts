@@ -73,10 +73,10 @@ export interface TransactionDetails {
 export type AssembledItem =
   /** `details` only with `includeApplied`. */
   | { kind: 'transaction'; txn: SourceTransaction; bytes: number; details?: TransactionDetails }
-  /** A committed transaction written by a sink (touched the checkpoint table): never emitted. */
-  | { kind: 'dropped'; position: string }
+  /** A committed transaction written by a sink (touched the checkpoint table): never emitted. `timestamp` as in TransactionDetails. */
+  | { kind: 'dropped'; position: string; timestamp?: number }
   /** A committed transaction or statement with nothing for the captured tables. */
-  | { kind: 'skipped'; position: string }
+  | { kind: 'skipped'; position: string; timestamp?: number }
   | { kind: 'schema'; change: SchemaChange }
   /** The server is idle: everything up to `position` has been read. */
   | { kind: 'keepalive'; position: string };
@@ -269,8 +269,9 @@ export class TransactionAssembler {
     const position = this.boundaryAt(nextPosition);
     const audit = this.options.includeApplied === true;
     const empty = !txn || (txn.changes.length === 0 && !(audit && txn.tombstoneWrites.length > 0));
-    if (empty) return txn?.appliedBySink ? [{ kind: 'dropped', position }] : [{ kind: 'skipped', position }];
-    if (txn.appliedBySink && !audit) return [{ kind: 'dropped', position }];
+    const at = timestamp === undefined ? {} : { timestamp };
+    if (empty) return txn?.appliedBySink ? [{ kind: 'dropped', position, ...at }] : [{ kind: 'skipped', position, ...at }];
+    if (txn.appliedBySink && !audit) return [{ kind: 'dropped', position, ...at }];
     const untombstoned: number[] = [];
     const changes: RowChange[] = txn.changes.map((p, index) => {
       let version = p.version;
@@ -286,7 +287,7 @@ export class TransactionAssembler {
       if (p.after) change.after = p.after;
       return change;
     });
-    const item: Extract<AssembledItem, { kind: 'transaction' }> = { kind: 'transaction', txn: { sourceId: this.options.sourceId, position, changes }, bytes: txn.bytes };
+    const item: Extract<AssembledItem, { kind: 'transaction' }> = { kind: 'transaction', txn: { sourceId: this.options.sourceId, position, changes, ...(timestamp === undefined ? {} : { sourceTimeMs: timestamp }) }, bytes: txn.bytes };
     if (audit) {
       item.details = { applied: txn.appliedBySink, untombstoned, tombstones: txn.tombstoneWrites };
       if (timestamp !== undefined) item.details.timestamp = timestamp;
@@ -341,7 +342,7 @@ export class TransactionAssembler {
         items.push({ kind: 'schema', change: { schema: t.schema, table: t.table, kind: ddl.kind, query: q, position } });
       }
     }
-    if (items.length === 0 && !this.open) items.push({ kind: 'skipped', position });
+    if (items.length === 0 && !this.open) items.push({ kind: 'skipped', position, ...(event.timestamp === undefined ? {} : { timestamp: event.timestamp }) });
     return items;
   }
 }

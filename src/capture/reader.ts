@@ -33,8 +33,10 @@ export interface CaptureHandler {
   /**
    * Everything up to `position` was read and nothing in it is for this handler (the server is idle,
    * or only sink-applied / unrelated transactions were read). A sink may store it as its checkpoint.
+   * `sourceTimeMs`: the time reached at `position` (SourceTransaction.sourceTimeMs), when known: the
+   * commit time of the skipped transaction, or for an idle server the time its heartbeat arrived.
    */
-  onKeepalive?(position: string): void | Promise<void>;
+  onKeepalive?(position: string, sourceTimeMs?: number): void | Promise<void>;
 }
 
 export interface CaptureOptions {
@@ -103,7 +105,7 @@ export interface CaptureStats {
 type QueueItem =
   | { kind: 'transaction'; txn: SourceTransaction; bytes: number; details?: TransactionDetails }
   | { kind: 'schema'; change: SchemaChange; bytes: number }
-  | { kind: 'keepalive'; position: string; bytes: number };
+  | { kind: 'keepalive'; position: string; bytes: number; sourceTimeMs?: number };
 
 const silent: Logger = { debug() {}, info() {}, warn() {}, error() {} };
 
@@ -403,30 +405,32 @@ export class BinlogCapture {
         return;
       case 'dropped':
         this.counters.dropped++;
-        this.keepalive(item.position, false);
+        this.keepalive(item.position, false, item.timestamp);
         return;
       case 'skipped':
         this.counters.skipped++;
-        this.keepalive(item.position, false);
+        this.keepalive(item.position, false, item.timestamp);
         return;
       case 'keepalive':
-        this.keepalive(item.position, true);
+        // A heartbeat: the server had nothing after this position when it sent it (its header has no time).
+        this.keepalive(item.position, true, Date.now());
         return;
     }
   }
 
   /** Reports a position with nothing to emit; coalesces with a keepalive already waiting at the tail. */
-  private keepalive(position: string, force: boolean): void {
+  private keepalive(position: string, force: boolean, sourceTimeMs?: number): void {
     if (!this.options.handler.onKeepalive) return;
     const tail = this.queue[this.queue.length - 1];
     if (tail?.kind === 'keepalive') {
       tail.position = position;
+      if (sourceTimeMs !== undefined) tail.sourceTimeMs = sourceTimeMs;
       return;
     }
     const now = Date.now();
     if (!force && now - this.lastKeepaliveAt < this.keepaliveIntervalMs) return;
     this.lastKeepaliveAt = now;
-    this.enqueue({ kind: 'keepalive', position, bytes: 0 });
+    this.enqueue({ kind: 'keepalive', position, bytes: 0, ...(sourceTimeMs === undefined ? {} : { sourceTimeMs }) });
   }
 
   private enqueue(item: QueueItem): void {
@@ -498,7 +502,7 @@ export class BinlogCapture {
         if (item.change.position) this.counters.deliveredPosition = item.change.position;
         return;
       case 'keepalive':
-        await h.onKeepalive?.(item.position);
+        await h.onKeepalive?.(item.position, item.sourceTimeMs);
         this.counters.keepalives++;
         this.counters.deliveredPosition = item.position;
         return;

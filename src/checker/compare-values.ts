@@ -228,6 +228,19 @@ export function classify(a: NodeState, b: NodeState): FindingClass {
   return 'tombstone_mismatch';
 }
 
+/**
+ * A difference tombstone GC explains: one node holds only a tombstone, the other nothing at all for
+ * the key, and the tombstone is below the version under which that other node garbage-collected
+ * this table's tombstones (gc_state). Such a tombstone may be removed there already, and nothing
+ * older can arrive any more (src/gc/horizon.ts). A row on either side, two different tombstones, or
+ * a tombstone at or above the other node's collected horizon stay findings.
+ */
+export function isCollectedTombstone(a: NodeState, b: NodeState, collectedA: bigint, collectedB: bigint): boolean {
+  if (a.kind === 'tombstone' && b.kind === 'absent') return a.version < collectedB;
+  if (b.kind === 'tombstone' && a.kind === 'absent') return b.version < collectedA;
+  return false;
+}
+
 /** What LWW makes of a state: the higher of row and tombstone (a tombstone wins a tie). */
 function rank(s: NodeState): [bigint, number] {
   if (s.kind === 'absent' || s.kind === 'chunk') return [-1n, 0];

@@ -30,7 +30,8 @@ import {
 import { bindKeyValue } from '../sql/column-read.ts';
 import { type Logger, silentLogger } from '../writer/options.ts';
 import { loadTableMeta } from '../writer/table-metadata.ts';
-import { classify, compareKeys, effectiveState, isFinding, lwwWinner, type ValueColumn } from './compare-values.ts';
+import { collectedBelow } from '../gc/state.ts';
+import { classify, compareKeys, effectiveState, isCollectedTombstone, isFinding, lwwWinner, type ValueColumn } from './compare-values.ts';
 import { emptyCounts, findingCount, type NodeState, nodeLabel, type StateFinding, type StateReport, type TableStateReport } from './report.ts';
 import { type RegisteredTable, readRegisteredTables } from './registry.ts';
 
@@ -349,6 +350,27 @@ class StateChecker {
       ];
       push({ key, nodes: [0, i], states, class: 'unexplained_chunk', winner: null });
     };
+    // Each node's collected GC horizon for the table, read when a tombstone-vs-absent key needs it and
+    // read again once when it does not explain one (a GC pass may have run since).
+    const collected: Array<bigint | undefined> = [];
+    let collectedTombstones = 0;
+    const collectedOf = async (i: number, fresh: boolean) => {
+      if (fresh || collected[i] === undefined) {
+        try {
+          collected[i] = await collectedBelow(this.sessions[i]!.conn, this.metaSchema, entry.schema, entry.table);
+        } catch (err) {
+          throw new CheckerNodeError(i, this.sessions[i]!.url, describeError(err), { cause: err });
+        }
+      }
+      return collected[i]!;
+    };
+    const explainedByGc = async (i: number, a: NodeState, b: NodeState) => {
+      if (!isCollectedTombstone(a, b, 1n << 64n, 1n << 64n)) return false;
+      for (const fresh of [false, true]) {
+        if (isCollectedTombstone(a, b, await collectedOf(0, fresh), await collectedOf(i, fresh))) return true;
+      }
+      return false;
+    };
     /** Judges keys on nodes A and `others` from their rows and tombstones (looked up when not given). */
     const judgeKeys = async (keys: Map<string, { row: FetchedRow; pairs: number[] }>, others: number[], rows?: Array<RowMap | undefined>, tombs?: Array<RowMap | undefined>) => {
       if (keys.size === 0) return;
@@ -359,7 +381,8 @@ class StateChecker {
         for (const i of c.pairs) {
           const a = effectiveState(rows[0]?.get(k), tombs[0]?.get(k)?.version);
           const b = effectiveState(rows[i]?.get(k), tombs[i]?.get(k)?.version);
-          judge(c.row, i, a, b);
+          if (await explainedByGc(i, a, b)) collectedTombstones++;
+          else judge(c.row, i, a, b);
         }
       }
     };
@@ -413,6 +436,9 @@ class StateChecker {
       });
       report.tombstoneChunks = tombStats.chunks;
       report.tombstoneChunksDiffering = tombStats.differing;
+    }
+    if (collectedTombstones > 0) {
+      report.notes.push(`${collectedTombstones} tombstone(s) held on one node were already garbage-collected on another (below its GC horizon): not a divergence`);
     }
     // Row and tombstone findings interleaved in key order, for a readable report.
     report.findings.sort((x, y) => compareKeys(Object.values(x.key), Object.values(y.key)) || x.nodes[1] - y.nodes[1]);

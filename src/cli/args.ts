@@ -90,3 +90,13 @@ export function failpointsFlag(spec: string | undefined): Failpoints | string | 
     return `--failpoints: ${(e as Error).message}`;
   }
 }
+
+const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** A duration flag (`500ms`, `30s`, `10m`, `2h`, `7d`; a bare number is seconds) in ms, or the problem with it. */
+export function durationFlag(flag: string, text: string, minMs = 0): number | string {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/.exec(text.trim());
+  const ms = m ? Math.round(Number(m[1]) * DURATION_UNITS[m[2] ?? 's']!) : Number.NaN;
+  if (!Number.isSafeInteger(ms) || ms < minMs) return `--${flag} must be a duration such as 30s, 10m, 7d${minMs > 0 ? ` (at least ${minMs} ms)` : ''} (got "${text}")`;
+  return ms;
+}

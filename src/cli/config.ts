@@ -47,6 +47,7 @@ const ACCEPTS: Record<string, { nodes?: 'node' | 'url'; flags: Array<'tables' | 
   audit: { nodes: 'node', flags: ['tables', 'metaSchema', 'versionColumn'] },
   replicate: { nodes: 'node', flags: ['tables', 'schema', 'metaSchema'] },
   sync: { nodes: 'node', flags: ['tables', 'metaSchema', 'versionColumn'] },
+  gc: { nodes: 'node', flags: ['metaSchema'] },
   install: { nodes: 'url', flags: ['tables', 'schema', 'metaSchema', 'versionColumn'] },
   uninstall: { nodes: 'url', flags: ['tables', 'schema', 'metaSchema'] },
 };

@@ -15,6 +15,7 @@ const commands: Record<string, { summary: string; load: () => Promise<CommandMod
   check: { summary: 'compare the current data of two or more nodes (state check)', load: () => import('./commands/check.ts') },
   compare: { summary: 'run the same workload with LWW and with REPLACE INTO and show what each did to the data', load: () => import('./commands/compare.ts') },
   demo: { summary: 'a short LWW vs REPLACE run on two local servers (what `npm run demo` runs)', load: () => import('./commands/demo.ts') },
+  gc: { summary: 'remove tombstones every peer has applied, and old conflict-log/progress rows (--dry-run reports)', load: () => import('./commands/gc.ts') },
   harness: { summary: 'run writers on two fresh servers with replication both ways, inject faults, then check convergence', load: () => import('./commands/harness.ts') },
   install: { summary: 'prepare tables for LWW replication: version column, tombstones, triggers (idempotent)', load: () => import('./commands/install.ts') },
   replicate: { summary: 'replicate both ways between nodes with last-write-wins (runs until Ctrl-C)', load: () => import('./commands/replicate.ts') },

@@ -4,11 +4,15 @@ import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { UnsupportedTableError } from '../errors.ts';
 import type { TableMeta } from '../model/table.ts';
 import { dropTableSql, enterApplySessionSql, modifyTombstoneColumnsSql } from '../sql/install.ts';
+import { addCheckpointSourceTimeSql } from '../sql/checkpoint.ts';
 import { COLUMNS_SQL, UNIQUE_KEYS_SQL } from '../sql/introspect.ts';
 import { columnDefinition, metaSchemaDdl, tombstoneTableDdl } from '../sql/templates.ts';
 
 export async function ensureMetaSchema(conn: Connection, metaSchema: string): Promise<void> {
   for (const stmt of metaSchemaDdl(metaSchema)) await conn.query(stmt);
+  // A checkpoints table made by an older version lacks the source time the GC horizon needs.
+  const [cols] = await conn.query<RowDataPacket[]>(COLUMNS_SQL, [metaSchema, 'checkpoints']);
+  if (!cols.some((c) => c.name === 'source_time_us')) await conn.query(addCheckpointSourceTimeSql(metaSchema));
 }
 
 /** Makes the session one whose writes keep their versions (the sink's, install's backfill). */

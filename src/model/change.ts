@@ -23,6 +23,12 @@ export interface SourceTransaction {
   /** Opaque resume position, stored as the source's checkpoint when this transaction commits. */
   position: string;
   changes: RowChange[];
+  /**
+   * Commit time of the transaction on the source's clock (ms since the epoch), when known: every
+   * later transaction of the source commits at or after it. Stored with the checkpoint; the
+   * tombstone GC horizon is computed from it (a stream without it holds GC back).
+   */
+  sourceTimeMs?: number;
 }
 
 /** What callers may pass: versions as bigint or decimal string. */
@@ -30,6 +36,8 @@ export interface SourceTransactionInput {
   sourceId: string;
   position: string;
   changes: Array<Omit<RowChange, 'version'> & { version: bigint | string }>;
+  /** See SourceTransaction.sourceTimeMs. */
+  sourceTimeMs?: number;
 }
 
 const rowSchema = z.record(z.string(), z.unknown());
@@ -50,6 +58,7 @@ const txnSchema = z
     sourceId: z.string().min(1).max(255),
     position: z.string().max(4096),
     changes: z.array(z.unknown()),
+    sourceTimeMs: z.number().int().nonnegative().optional(),
   })
   .strict();
 
@@ -76,10 +85,11 @@ function isName(v: unknown): v is string {
  */
 function fastParse(input: unknown): SourceTransaction | undefined {
   if (!isRow(input)) return undefined;
-  const { sourceId, position, changes } = input as { sourceId?: unknown; position?: unknown; changes?: unknown };
+  const { sourceId, position, changes, sourceTimeMs } = input as { sourceId?: unknown; position?: unknown; changes?: unknown; sourceTimeMs?: unknown };
   if (typeof sourceId !== 'string' || sourceId.length === 0 || sourceId.length > 255) return undefined;
   if (typeof position !== 'string' || position.length > 4096 || !Array.isArray(changes)) return undefined;
-  for (const key in input) if (key !== 'sourceId' && key !== 'position' && key !== 'changes') return undefined;
+  if (sourceTimeMs !== undefined && !(Number.isSafeInteger(sourceTimeMs) && (sourceTimeMs as number) >= 0)) return undefined;
+  for (const key in input) if (key !== 'sourceId' && key !== 'position' && key !== 'changes' && key !== 'sourceTimeMs') return undefined;
   const out: RowChange[] = new Array(changes.length);
   for (let i = 0; i < changes.length; i++) {
     const c = changes[i] as Record<string, unknown>;
@@ -99,7 +109,7 @@ function fastParse(input: unknown): SourceTransaction | undefined {
     if (after) change.after = after;
     out[i] = change;
   }
-  return { sourceId, position, changes: out };
+  return sourceTimeMs === undefined ? { sourceId, position, changes: out } : { sourceId, position, changes: out, sourceTimeMs: sourceTimeMs as number };
 }
 
 /**
@@ -141,7 +151,9 @@ function parseWithSchemas(input: unknown): SourceTransaction {
     if (c.after) change.after = c.after;
     return change;
   });
-  return { sourceId: top.data.sourceId, position: top.data.position, changes };
+  const txn: SourceTransaction = { sourceId: top.data.sourceId, position: top.data.position, changes };
+  if (top.data.sourceTimeMs !== undefined) txn.sourceTimeMs = top.data.sourceTimeMs;
+  return txn;
 }
 
 function checkImages(index: number, op: Op, before: Row | undefined, after: Row | undefined, name: string): void {

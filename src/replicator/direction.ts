@@ -7,8 +7,10 @@ import type { Connection } from 'mysql2/promise';
 import { startCapture, type BinlogCapture } from '../capture/reader.ts';
 import type { TableSelector } from '../capture/filter.ts';
 import { binlogLag, currentPosition } from '../capture/source.ts';
+import { sourceClockMs } from '../gc/state.ts';
 import { connect } from '../db/connection.ts';
-import { OwnershipLostError } from '../errors.ts';
+import { HorizonCrossedError, OwnershipLostError } from '../errors.ts';
+import { checkStreamHorizon } from '../gc/guard.ts';
 import type { Logger, SinkOptionsInput } from '../writer/options.ts';
 import { createSink, type Sink } from '../writer/sink.ts';
 import { type SinkStats, sumStats } from '../writer/stats.ts';
@@ -111,7 +113,7 @@ export class Direction {
         await this.runOnce();
       } catch (err) {
         // Lost ownership or a missing privilege: restarting cannot fix it, so stop loudly instead of looping.
-        if (err instanceof OwnershipLostError || isPrivilegeError(err)) {
+        if (err instanceof OwnershipLostError || err instanceof HorizonCrossedError || isPrivilegeError(err)) {
           this.state = 'failed';
           this.lastError = explainPrivilegeError(err) ?? (err as Error).message;
           log.error(`${this.name}: ${this.lastError}`);
@@ -163,17 +165,29 @@ export class Direction {
     let capture: BinlogCapture | null = null;
     try {
       await sink.claim(this.sourceId);
-      let checkpoint = (await sink.checkpoint(this.sourceId))?.position;
+      const stored = await sink.checkpoint(this.sourceId);
+      let checkpoint = stored?.position;
+      if (stored) {
+        const conn = await connect(target.url);
+        try {
+          await checkStreamHorizon({ target: conn, metaSchema: this.options.metaSchema, sourceTimeUs: stored.sourceTimeUs, source: `node ${source.name} (node-${source.nodeId})`, targetName: `node ${target.name}`, sourceId: this.sourceId });
+        } finally {
+          await conn.end();
+        }
+      }
       if (checkpoint === undefined) {
         // First start: record where the source is now before anything else, so changes made
         // while this replicator is later stopped are never lost; existing rows are merged next.
         const conn = await connect(source.url);
+        let sourceTimeMs: number;
         try {
+          // The source's clock before its position: every transaction after the position commits later (GC horizon).
+          sourceTimeMs = await sourceClockMs(conn);
           checkpoint = await currentPosition(conn);
         } finally {
           await conn.end();
         }
-        await sink.write({ sourceId: this.sourceId, position: checkpoint, changes: [] });
+        await sink.write({ sourceId: this.sourceId, position: checkpoint, changes: [], sourceTimeMs });
         await sink.flush();
         this.options.logger.info(`${this.name}: first start, recorded source position ${checkpoint}`);
       }
@@ -204,11 +218,11 @@ export class Direction {
           onSchemaChange: (change) => {
             sink.refreshMetadata(change.schema, change.table);
           },
-          onKeepalive: async (position) => {
+          onKeepalive: async (position, sourceTimeMs) => {
             const now = Date.now();
             if (now - this.lastKeepalive < (this.options.keepaliveCheckpointMs ?? 10_000)) return;
             this.lastKeepalive = now;
-            await sink.write({ sourceId: this.sourceId, position, changes: [] });
+            await sink.write({ sourceId: this.sourceId, position, changes: [], ...(sourceTimeMs === undefined ? {} : { sourceTimeMs }) });
           },
         },
       });

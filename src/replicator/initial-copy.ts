@@ -15,6 +15,7 @@ export function initialCopyOf(options: { logger: Logger; chunkRows?: number }) {
       versionColumn: sink.options.versionColumn,
       chunkRows: options.chunkRows,
       logger: options.logger,
+      names: { source: `node ${direction.name.split('→')[0]}`, target: `node ${direction.name.split('→')[1]}` },
       onProgress: (p) =>
         options.logger.info(
           `${direction.name}: copying ${p.table} ${p.kind} ${p.copied}/${p.total} (${p.total ? Math.round((100 * p.copied) / p.total) : 100}%) ${Math.round(p.rowsPerSecond)} rows/s${p.etaSeconds !== undefined ? ` eta ${Math.round(p.etaSeconds)}s` : ''}`,

@@ -70,12 +70,19 @@ export async function serveOps(options: OpsServerOptions): Promise<OpsServer> {
   const lagBytes = gauge('lww_lag_bytes', 'Source binlog bytes not yet applied on the target');
   const lagSeconds = gauge('lww_lag_seconds', 'Lag of the last applied source transaction');
   const up = gauge('lww_direction_up', '1 while the direction is starting, copying or streaming; 0 when it stopped or failed');
+  const gcHorizon = gauge('lww_gc_horizon_seconds', 'Tombstones below this time (unix seconds) may be removed on the node; absent while GC is paused', ['node']);
+  const gcPaused = new Gauge({ name: 'lww_gc_paused', help: '1 while tombstone GC is paused (a peer unreachable or without progress); 0 when it runs', registers: [registry] });
+  const gcTombstones = gauge('lww_gc_tombstones', 'Tombstones on the node at the last GC pass', ['node']);
+  const gcCollected = new Counter({ name: 'lww_gc_tombstones_collected_total', help: 'Tombstones removed by GC', labelNames: ['node'], registers: [registry] });
+  const gcConflicts = new Counter({ name: 'lww_gc_conflicts_removed_total', help: 'Conflict-log rows removed by the retention', labelNames: ['node'], registers: [registry] });
+  const gcRuns = new Counter({ name: 'lww_gc_runs_total', help: 'GC passes completed', registers: [registry] });
   const failpointGauge = gauge('lww_failpoint_enabled', '1 for each failpoint enabled in this process (they break replication on purpose)', ['name']);
   for (const f of options.failpoints?.list() ?? []) failpointGauge.set({ name: f.name }, 1);
 
   let replicator: Replicator | undefined;
   // Counters grow by what the sink totals grew since the last scrape; a restarted direction's new sink starts at 0.
   const seen = new Map<string, number>();
+  const gcSeen: { runs: number; byNode: Record<string, { collected: number; conflictsRemoved: number }> } = { runs: 0, byNode: {} };
   const advance = (c: Counter<'direction'>, direction: string, key: string, total: number) => {
     const before = seen.get(`${direction}/${key}`) ?? 0;
     const delta = total >= before ? total - before : total;
@@ -97,6 +104,24 @@ export async function serveOps(options: OpsServerOptions): Promise<OpsServer> {
       if (d.lagBytes !== undefined) lagBytes.set(l, d.lagBytes);
       if (d.lagMs !== undefined) lagSeconds.set(l, d.lagMs / 1000);
       up.set(l, HEALTHY.has(d.state) ? 1 : 0);
+    }
+    const gc = status.gc;
+    if (gc?.last && gc.runs !== gcSeen.runs) {
+      // Counters grow by what the totals grew since the last scrape.
+      gcRuns.inc(gc.runs - gcSeen.runs);
+      gcSeen.runs = gc.runs;
+      gcPaused.set(gc.last.paused.length > 0 ? 1 : 0);
+      gcHorizon.reset();
+      for (const n of gc.last.nodes) {
+        if (n.horizonTime) gcHorizon.set({ node: n.name }, Date.parse(n.horizonTime) / 1000);
+        gcTombstones.set({ node: n.name }, n.tombstones);
+      }
+      for (const [node, t] of Object.entries(gc.byNode)) {
+        const before = gcSeen.byNode[node] ?? { collected: 0, conflictsRemoved: 0 };
+        if (t.collected > before.collected) gcCollected.inc({ node }, t.collected - before.collected);
+        if (t.conflictsRemoved > before.conflictsRemoved) gcConflicts.inc({ node }, t.conflictsRemoved - before.conflictsRemoved);
+        gcSeen.byNode[node] = { ...t };
+      }
     }
     return status;
   };

@@ -10,6 +10,7 @@ import { readNodeIdSql, registeredTablesSql, SCHEMA_EXISTS_SQL } from '../sql/re
 import type { Logger, SinkOptionsInput } from '../writer/options.ts';
 import { silentLogger } from '../writer/options.ts';
 import type { Sink } from '../writer/sink.ts';
+import { type GcScheduleOptions, GcScheduler, type GcStatus } from '../gc/scheduler.ts';
 import { initialCopyOf } from './initial-copy.ts';
 import { Direction, type DirectionOptions, type DirectionStatus, type NodeRef } from './direction.ts';
 
@@ -27,12 +28,18 @@ export interface ReplicatorOptions {
   /** How a direction's first start merges existing rows; default: the chunked LWW copy; false: none. */
   initialCopy?: false | ((ctx: { sink: Sink; sourceId: string; direction: Direction }) => Promise<void>);
   restartDelayMs?: number;
+  /** Store an idle source's position (and time, which moves the GC horizon) at most this often; default 10 s. */
+  keepaliveCheckpointMs?: number;
+  /** Tombstone and metadata GC between the nodes (src/gc/), every minute by default; false: none. */
+  gc?: false | Omit<GcScheduleOptions, 'nodes' | 'metaSchema'>;
   logger?: Logger;
 }
 
 export interface ReplicatorStatus {
   nodes: Array<{ name: string; url: string; nodeId: number }>;
   directions: DirectionStatus[];
+  /** Garbage collection: totals and the last pass (horizon per node and direction). */
+  gc?: GcStatus;
 }
 
 /** Reads each node's id and registered tables; refuses nodes that are not installed or share an id. */
@@ -72,6 +79,8 @@ export class Replicator {
   private nodes: NodeRef[] = [];
   private readonly log: Logger;
   private done: Promise<unknown> | null = null;
+  /** The GC loop (undefined when disabled); `runOnce()` runs a pass now. */
+  gc: GcScheduler | undefined;
 
   constructor(private readonly options: ReplicatorOptions) {
     this.log = options.logger ?? silentLogger;
@@ -99,6 +108,7 @@ export class Replicator {
             capture: this.options.capture,
             initialCopy: this.options.initialCopy === false ? undefined : (this.options.initialCopy ?? initialCopyOf({ logger: this.log })),
             restartDelayMs: this.options.restartDelayMs,
+            keepaliveCheckpointMs: this.options.keepaliveCheckpointMs,
             logger: this.log,
           }),
         );
@@ -106,6 +116,10 @@ export class Replicator {
     }
     this.done = Promise.all(this.directions.map((d) => d.start()));
     this.done.catch(() => undefined);
+    if (this.options.gc !== false) {
+      this.gc = new GcScheduler({ ...this.options.gc, nodes: this.options.nodes, metaSchema }, this.log);
+      this.gc.start();
+    }
   }
 
   /** Resolves when every direction has streamed at least once (first start and copy done). */
@@ -127,6 +141,7 @@ export class Replicator {
   }
 
   async stop(): Promise<void> {
+    await this.gc?.stop();
     await Promise.all(this.directions.map((d) => d.stop()));
   }
 
@@ -134,6 +149,7 @@ export class Replicator {
     return {
       nodes: this.nodes.map((n) => ({ name: n.name, url: redactUrl(n.url), nodeId: n.nodeId })),
       directions: await Promise.all(this.directions.map((d) => d.status())),
+      ...(this.gc ? { gc: this.gc.status } : {}),
     };
   }
 }

@@ -23,12 +23,22 @@ function keyBound(key: readonly ReadColumn[], op: '>' | '>=' | '<='): string {
   return `${q[0]} ${op === '<=' ? '<=' : '>='} ${p[0]} AND (${terms.join(' OR ')})`;
 }
 
-function afterKey(key: readonly ReadColumn[]): string {
+/** `key > bound` in the range form of keyBound. Bound: keyBoundParams(bound). */
+export function afterKey(key: readonly ReadColumn[]): string {
   return keyBound(key, '>');
 }
 
+/** `key IN (...)` for `keys` keys, each column compared under its own type. Bound: keys × key columns. */
+export function keysInClause(key: readonly ReadColumn[], keys: number): string {
+  if (!Number.isInteger(keys) || keys <= 0) throw new Error(`lookup needs at least one key, got ${keys}`);
+  const names = key.map(columnName);
+  return key.length === 1
+    ? `${quoteIdent(names[0]!)} IN (${new Array(keys).fill(keyPlaceholder(key[0]!)).join(', ')})`
+    : `(${quoteList(names)}) IN (${new Array(keys).fill(`(${key.map(keyPlaceholder).join(', ')})`).join(', ')})`;
+}
+
 /** ORDER BY the key columns, qualified: an exact read keeps the column's name as its alias, and an alias would sort as text. */
-function orderByKey(schema: string, table: string, key: readonly ReadColumn[]): string {
+export function orderByKey(schema: string, table: string, key: readonly ReadColumn[]): string {
   return ` ORDER BY ${key.map((c) => `${quoteTable(schema, table)}.${quoteIdent(columnName(c))}`).join(', ')}`;
 }
 
@@ -40,7 +50,7 @@ export function keyBoundParams<T>(last: readonly T[]): T[] {
   return out;
 }
 
-function positiveLimit(limit: number): number {
+export function positiveLimit(limit: number): number {
   if (!Number.isInteger(limit) || limit <= 0) throw new Error(`chunk size must be a positive integer, got ${limit}`);
   return limit;
 }
@@ -69,13 +79,7 @@ export const ESTIMATED_ROWS_SQL = 'SELECT TABLE_ROWS AS `n` FROM information_sch
  * under its own locks). Bound: keys × key columns.
  */
 export function lookupVersionsSql(schema: string, table: string, key: readonly ReadColumn[], versionColumn: string, keys: number): string {
-  if (!Number.isInteger(keys) || keys <= 0) throw new Error(`lookup needs at least one key, got ${keys}`);
-  const names = key.map(columnName);
-  const where =
-    key.length === 1
-      ? `${quoteIdent(names[0]!)} IN (${new Array(keys).fill(keyPlaceholder(key[0]!)).join(', ')})`
-      : `(${quoteList(names)}) IN (${new Array(keys).fill(`(${key.map(keyPlaceholder).join(', ')})`).join(', ')})`;
-  return `SELECT ${exactSelectList([...key, versionColumn])} FROM ${quoteTable(schema, table)} WHERE ${where}`;
+  return `SELECT ${exactSelectList([...key, versionColumn])} FROM ${quoteTable(schema, table)} WHERE ${keysInClause(key, keys)}`;
 }
 
 /**

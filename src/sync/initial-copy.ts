@@ -5,7 +5,8 @@
 // copy are replayed by the stream afterwards; LWW makes that harmless.
 import type { Connection } from 'mysql2/promise';
 import type { TableSelector } from '../capture/filter.ts';
-import { connect, type Target } from '../db/connection.ts';
+import { connect, redactUrl, type Target } from '../db/connection.ts';
+import { collectedBelow } from '../gc/state.ts';
 import type { Logger } from '../writer/options.ts';
 import type { Sink } from '../writer/sink.ts';
 import { loadTableMeta } from '../writer/table-metadata.ts';
@@ -38,6 +39,8 @@ export interface CopyOptions {
   logger?: Logger;
   onProgress?: (p: CopyProgress) => void;
   progressIntervalMs?: number;
+  /** Node names for a HorizonCrossedError (default: the redacted URLs). */
+  names?: { source: string; target: string };
 }
 
 export interface CopyTableReport {
@@ -75,13 +78,19 @@ export async function copyTables(o: CopyOptions): Promise<CopyReport> {
   const started = Date.now();
   const report: CopyReport = { tables: [], rowsCopied: 0, rowsWritten: 0, seconds: 0 };
   const conn = await connect(o.sourceUrl);
-  let target: Connection | null = null;
+  let targetConn: Connection | null = null;
+  const names = o.names ?? { source: redactUrl(o.sourceUrl), target: typeof o.sink.options.target === 'string' ? redactUrl(o.sink.options.target) : 'the target' };
   try {
-    if (o.compareTarget ?? true) target = await connect(o.sink.options.target as Target);
+    // Always opened: the target's GC horizon decides whether its versions must be looked up.
+    targetConn = await connect(o.sink.options.target as Target);
+    const tc = targetConn;
     for (const { schema, table } of await resolveTables(conn, o.tables, o.versionColumn)) {
       const t0 = Date.now();
       const meta = await loadTableMeta(conn, schema, table, o.versionColumn);
       const mt = mergeTableOf(meta, o.metaSchema);
+      const collected = () => collectedBelow(tc, o.metaSchema, schema, table);
+      // A target that collected tombstones is always compared: a row it lacks may be a collected delete.
+      const target = (o.compareTarget ?? true) || (await collected()) > 0n ? tc : null;
       const entry: CopyTableReport = { table: `${schema}.${table}`, rows: 0, tombstones: 0, written: 0, counts: emptyMergeCounts(), resumed: false, skippedDone: true, seconds: 0 };
       for (const kind of ['rows', 'tombstones'] as const) {
         const streamId = copyStreamId(o.sourceId, kind, schema, table);
@@ -106,6 +115,7 @@ export async function copyTables(o: CopyOptions): Promise<CopyReport> {
           targetHasTombstones: target ? await tableExists(target, o.metaSchema, mt.tombstoneTable) : false,
           progressIntervalMs: o.progressIntervalMs,
           onProgress: o.onProgress ? (p) => o.onProgress!({ ...p, copied: p.read, resumedAfterKey: p.resumed }) : undefined,
+          horizon: target ? { collectedBelow: collected, ...names } : undefined,
         });
         entry.skippedDone = false;
         entry.resumed ||= after !== undefined;
@@ -121,7 +131,7 @@ export async function copyTables(o: CopyOptions): Promise<CopyReport> {
     }
   } finally {
     await conn.end();
-    await target?.end();
+    await targetConn?.end();
   }
   report.seconds = (Date.now() - started) / 1000;
   return report;

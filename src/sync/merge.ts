@@ -10,6 +10,7 @@
 // limits.maxQueueBytes, which makes this loop wait).
 import type { Connection } from 'mysql2/promise';
 import type { RowChange } from '../model/change.ts';
+import { HorizonCrossedError } from '../errors.ts';
 import type { Sink } from '../writer/sink.ts';
 import { afterRowsMerged, classifyRow, classifyTombstone, emptyMergeCounts, type MergeClass, type MergeCounts } from './plan.ts';
 import { approxRowBytes, type ChunkSource, encodeKey, type KeyValues, keyIdOf, lookupVersions, readChunks, rowsToRead } from './table-reader.ts';
@@ -81,6 +82,13 @@ export interface MergeStreamOptions {
   targetHasTombstones: boolean;
   onProgress?: (p: MergeProgress) => void;
   progressIntervalMs?: number;
+  /**
+   * The tombstone GC horizon guard (needs `target`): the target's collected horizon for this table,
+   * read again per chunk, and the node names for the error. A source row older than it for a key
+   * the target holds neither a row nor a tombstone of may be a row whose delete the target already
+   * collected: the merge stops with HorizonCrossedError instead of bringing it back.
+   */
+  horizon?: { collectedBelow: () => Promise<bigint>; source: string; target: string };
 }
 
 export interface MergeStreamResult {
@@ -116,6 +124,28 @@ function toChange(t: MergeTable, kind: MergeKind, row: Record<string, unknown>, 
   const before: Record<string, unknown> = {};
   for (const k of t.primaryKey) before[k] = row[k];
   return { schema: t.schema, table: t.table, op: 'delete', before, version };
+}
+
+/** Refuses a chunk with a row the target cannot decide: older than its GC horizon and unknown to it (see MergeStreamOptions.horizon). */
+async function guardHorizon(o: MergeStreamOptions, rows: Record<string, unknown>[], classes: MergeClass[], keys: unknown[][]): Promise<void> {
+  const h = o.horizon!;
+  const t = o.table;
+  let below: bigint | undefined;
+  for (let i = 0; i < rows.length; i++) {
+    if (classes[i] !== 'insert') continue;
+    below ??= await h.collectedBelow();
+    const v = BigInt(rows[i]![t.versionColumn] as string);
+    if (v >= below) continue;
+    throw new HorizonCrossedError(
+      `refusing to merge ${t.schema}.${t.table} from ${h.source} into ${h.target}: key ${encodeKey(keys[i]!)} has version ${v} on ${h.source}, ` +
+        `older than the tombstones ${h.target} already garbage-collected (below version ${below}), and ${h.target} has no row or tombstone for it: ` +
+        `it may be a deleted row whose tombstone is gone, and merging it would bring it back. ${h.source}'s data is older than the GC horizon: ` +
+        `re-seed ${h.source} from a peer (README "Tombstone GC"); if the row is really new, update it on ${h.source} so it gets a new version`,
+      h.source,
+      h.target,
+      `${t.schema}.${t.table}`,
+    );
+  }
 }
 
 /** Merges one stream (a table's rows or its tombstones) from the source into the sink's target. */
@@ -155,6 +185,7 @@ export async function mergeStream(o: MergeStreamOptions): Promise<MergeStreamRes
         return classifyTombstone(v, afterRowsMerged(sourceRows?.get(id), targetRows.get(id), targetTombs.get(id)), targetTombs.get(id));
       });
       for (const c of classes) counts[c]++;
+      if (o.horizon && o.kind === 'rows') await guardHorizon(o, rows, classes, keys);
     }
     read += rows.length;
     if (o.sink) {

@@ -9,6 +9,7 @@ import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { nodeLabel } from '../checker/report.ts';
 import { connect, redactUrl } from '../db/connection.ts';
 import { InvalidOptionsError, LwwError } from '../errors.ts';
+import { collectedBelow } from '../gc/state.ts';
 import { readNodeIdSql, registeredTablesSql, SCHEMA_EXISTS_SQL } from '../sql/replicator.ts';
 import { type Logger, type SinkOptionsInput, silentLogger } from '../writer/options.ts';
 import { createSink, type Sink } from '../writer/sink.ts';
@@ -166,6 +167,11 @@ async function mergeDirection(
           targetHasTombstones: await tableExists(target.conn, o.metaSchema, mt.tombstoneTable),
           progressIntervalMs: o.progressIntervalMs,
           onProgress: o.onProgress ? (p) => o.onProgress!({ ...p, direction: name }) : undefined,
+          horizon: {
+            collectedBelow: () => collectedBelow(target.conn, o.metaSchema, schema, table),
+            source: `node ${nodeLabel(source.index)} (${redactUrl(source.url)})`,
+            target: `node ${nodeLabel(target.index)} (${redactUrl(target.url)})`,
+          },
         });
         if (kind === 'rows') entry.rowsRead = result.read;
         else entry.tombstonesRead = result.read;

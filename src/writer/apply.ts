@@ -41,6 +41,8 @@ export interface CheckpointAdvance {
   position: string;
   version: bigint;
   epoch: bigint;
+  /** Source time (µs) reached at `position`; undefined keeps the stored one. */
+  sourceTimeUs?: bigint;
 }
 
 export interface ApplyContext {
@@ -308,7 +310,7 @@ export async function applyBatch(ctx: ApplyContext, plans: TablePlan[], advances
     for (const a of advances) {
       const res = await run(ctx, `${ctx.metaSchema}.checkpoints`, {
         sql: advanceCheckpointSql(ctx.metaSchema),
-        values: [a.position, a.version.toString(), a.sourceId, a.epoch.toString()],
+        values: [a.position, a.version.toString(), a.sourceTimeUs === undefined ? null : a.sourceTimeUs.toString(), a.sourceId, a.epoch.toString()],
       });
       if (res.affectedRows === 0) {
         const [rows] = await ctx.conn.query<RowDataPacket[]>(readCheckpointSql(ctx.metaSchema), [a.sourceId]);

@@ -28,6 +28,8 @@ export interface PreparedTransaction {
   ops: KeyOp[];
   /** Highest version in the transaction (recorded with the checkpoint). */
   maxVersion: bigint;
+  /** The source's commit time (ms), when known (recorded with the checkpoint, see SourceTransaction). */
+  sourceTimeMs?: number;
   bytes: number;
 }
 
@@ -168,7 +170,9 @@ export function prepareTransaction(txn: SourceTransaction, metaOf: (change: RowC
       bytes += rowBytes(row);
     }
   }
-  return { sourceId: txn.sourceId, position: txn.position, ops, maxVersion, bytes };
+  const prepared: PreparedTransaction = { sourceId: txn.sourceId, position: txn.position, ops, maxVersion, bytes };
+  if (txn.sourceTimeMs !== undefined) prepared.sourceTimeMs = txn.sourceTimeMs;
+  return prepared;
 }
 
 function pushUpsert(ops: KeyOp[], meta: TableMeta, index: number, change: RowChange, key: SqlValue[], row: SqlValue[], sourceId: string): void {

@@ -30,6 +30,8 @@ export interface Checkpoint {
   lastVersion: bigint;
   ownerEpoch: bigint;
   owner: string;
+  /** Source time (µs, the source's clock) reached at `position`, when recorded. */
+  sourceTimeUs?: bigint;
 }
 
 export interface Sink {
@@ -418,7 +420,9 @@ class LwwSink implements Sink {
       const prev = advances.get(q.txn.sourceId);
       const epoch = await this.epoch(q.txn.sourceId);
       const version = prev && prev.version > q.txn.maxVersion ? prev.version : q.txn.maxVersion;
-      advances.set(q.txn.sourceId, { sourceId: q.txn.sourceId, position: q.txn.position, version, epoch });
+      // The time of the last transaction whose position is stored (an unknown one keeps the previous).
+      const sourceTimeUs = q.txn.sourceTimeMs !== undefined ? BigInt(q.txn.sourceTimeMs) * 1000n : prev?.sourceTimeUs;
+      advances.set(q.txn.sourceId, { sourceId: q.txn.sourceId, position: q.txn.position, version, epoch, sourceTimeUs });
     }
     const { retry, timeouts } = this.options;
     for (let attempt = 1; ; attempt++) {
@@ -496,6 +500,7 @@ class LwwSink implements Sink {
       lastVersion: BigInt(r.last_version as string),
       ownerEpoch: BigInt(r.owner_epoch as string),
       owner: String(r.owner),
+      ...(r.source_time_us === null || r.source_time_us === undefined ? {} : { sourceTimeUs: BigInt(r.source_time_us as string) }),
     };
   }
 

@@ -4,7 +4,8 @@ import { Failpoints } from '../../failpoints/failpoints.ts';
 import { initialCopyOf } from '../../replicator/initial-copy.ts';
 import { type OpsServer, parseListenAddress, serveOps, statusDocument } from '../../replicator/metrics.ts';
 import { Replicator, type ReplicatorStatus } from '../../replicator/replicator.ts';
-import { failpointsFlag, integerFlag, nodeProblems, parseCommandArgs, renamedFlag, splitList, usageProblems } from '../args.ts';
+import { DEFAULT_GC_INTERVAL_MS } from '../../gc/scheduler.ts';
+import { durationFlag, failpointsFlag, integerFlag, nodeProblems, parseCommandArgs, renamedFlag, splitList, usageProblems } from '../args.ts';
 import { describeError, EXIT, exitCodeOf } from '../exit-codes.ts';
 import { consoleLogger, toJson } from '../logger.ts';
 
@@ -21,20 +22,32 @@ const HELP = `usage: lww-sink replicate --node URL --node URL [options]
   --metrics-addr [H:]P     serve /metrics (Prometheus), /healthz and /status on H:P (default host 127.0.0.1)
   --batch-rows N           rows per target transaction (default 1024)
   --no-initial-copy        do not merge existing rows on a direction's first start
+  --gc-interval D          remove tombstones every peer has applied every D (default 1m; 0 = no GC)
+  --gc-margin D            GC safety margin for long transactions and clock skew (default 10m)
+  --gc-retention D         keep conflict-log and idle copy/sync progress rows this long (default 7d)
+                           (durations: 30s, 10m, 2h, 7d; see lww-sink gc --help for the horizon)
   --failpoints SPEC        break replication on purpose (tests only), e.g. sinkDropMessage=1%return(true);
                            LWW_FAILPOINTS is read only with LWW_FAILPOINTS_ENABLE=1
   deprecated: --status-interval (= --progress-interval), --metrics-port P (= --metrics-addr 127.0.0.1:P)
 `;
 
+function formatGc(gc: NonNullable<ReplicatorStatus['gc']>): string {
+  const last = gc.last;
+  const horizon = !last ? 'no pass yet' : last.paused.length > 0 ? `paused: ${last.paused[0]}` : last.nodes.map((n) => `${n.name}<${n.horizonTime}`).join(' ');
+  const tombstones = last ? ` tombstones=${last.nodes.map((n) => `${n.name}:${n.tombstones}`).join(',')}` : '';
+  return `gc runs=${gc.runs} collected=${gc.collected}${tombstones} horizon ${horizon}${gc.lastError ? ` last-error="${gc.lastError}"` : ''}`;
+}
+
 function formatStatus(s: ReplicatorStatus): string {
-  return s.directions
+  const lines = s.directions
     .map((d) => {
       const t = d.sink.totals;
       const lag = d.lagBytes === undefined ? '?' : `${d.lagBytes}B`;
       const ms = d.lagMs === undefined ? '' : ` ${Math.round(d.lagMs)}ms`;
       return `${d.name} ${d.state} applied=${t.inserted + t.updated + t.deleted} stale=${t.skippedStale} tomb-skip=${t.skippedByTombstone} clashes=${t.uniqueClashes} lag=${lag}${ms} restarts=${d.restarts}${d.lastError ? ` last-error="${d.lastError}"` : ''}`;
-    })
-    .join('\n');
+    });
+  if (s.gc) lines.push(formatGc(s.gc));
+  return lines.join('\n');
 }
 
 const formatText = (s: ReplicatorStatus) => redactSecrets(formatStatus(s));
@@ -53,6 +66,9 @@ export async function run(argv: string[]): Promise<number> {
     'batch-rows': { type: 'string' },
     'no-initial-copy': { type: 'boolean', default: false },
     failpoints: { type: 'string' },
+    'gc-interval': { type: 'string' },
+    'gc-margin': { type: 'string' },
+    'gc-retention': { type: 'string' },
   });
   if (!parsed.ok) return parsed.exit;
   const { values } = parsed;
@@ -66,6 +82,9 @@ export async function run(argv: string[]): Promise<number> {
   const addrText = values['metrics-addr'] ?? (typeof oldPort === 'number' ? `127.0.0.1:${oldPort}` : undefined);
   const metricsAddr = addrText === undefined ? undefined : parseListenAddress(addrText);
   const failpoints = failpointsFlag(values.failpoints);
+  const gcInterval = values['gc-interval'] === undefined ? DEFAULT_GC_INTERVAL_MS : durationFlag('gc-interval', values['gc-interval']);
+  const gcMargin = values['gc-margin'] === undefined ? undefined : durationFlag('gc-margin', values['gc-margin']);
+  const gcRetention = values['gc-retention'] === undefined ? undefined : durationFlag('gc-retention', values['gc-retention']);
   const bad = usageProblems(
     'replicate',
     [
@@ -75,6 +94,9 @@ export async function run(argv: string[]): Promise<number> {
       typeof oldPort === 'string' && oldPort,
       typeof metricsAddr === 'string' && metricsAddr,
       typeof failpoints === 'string' && failpoints,
+      typeof gcInterval === 'string' && gcInterval,
+      typeof gcMargin === 'string' && gcMargin,
+      typeof gcRetention === 'string' && gcRetention,
     ],
     HELP,
   );
@@ -99,6 +121,7 @@ export async function run(argv: string[]): Promise<number> {
     metaSchema: values['meta-schema'],
     sink: { ...(typeof batchRows === 'number' ? { batch: { maxRows: batchRows } } : {}), failpoints: fp },
     initialCopy: values['no-initial-copy'] ? false : initialCopyOf({ logger }),
+    gc: gcInterval === 0 ? false : { intervalMs: gcInterval as number, marginMs: gcMargin as number | undefined, retentionMs: gcRetention as number | undefined },
     logger,
   });
   try {
