@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { advanceCheckpointSql, claimCheckpointSql } from '../../src/sql/checkpoint.ts';
 import { dialectFromVersion } from '../../src/sql/dialect.ts';
-import { guardedDelete, keyPlaceholder, lockTombstones, lwwUpsert, plainDelete, readBackVersions, replaceRows, sameKeys, tombstonedKeys, upsertTombstones } from '../../src/sql/dml.ts';
+import { TypedJson } from '../../src/model/json.ts';
+import { deleteTombstoned, guardedDelete, keyPlaceholder, lockTombstones, lwwUpsert, plainDelete, readBackVersions, replaceRows, sameKeys, tombstonedKeys, typedJsonExpr, upsertTombstones } from '../../src/sql/dml.ts';
 import { quoteIdent } from '../../src/sql/quote.ts';
 import { metaSchemaDdl, tombstoneTableDdl } from '../../src/sql/templates.ts';
 
@@ -73,6 +74,23 @@ describe('LWW upsert', () => {
     expect(lwwUpsert(shape, [[1, 'a', '10']], 'mariadb').sql).toBe(expected);
     expect(lwwUpsert(shape, [[1, 'a', '10']], 'tidb').sql).toBe(expected);
   });
+  it('a typed JSON document is written as its text with each typed scalar cast back, in that row only', () => {
+    const doc = new TypedJson('{"d": 1.50, "a": ["2024-01-02"]}', [
+      { path: '$."d"', type: 'decimal', value: '1.50', precision: 3, scale: 2 },
+      { path: '$."a"[0]', type: 'date', value: '2024-01-02' },
+    ]);
+    const { sql, values } = lwwUpsert(shape, [[1, doc, '10'], [2, 'b', '11']], 'mysql');
+    expect(sql).toContain(
+      'VALUES (CAST(? AS SIGNED), JSON_SET(CAST(? AS JSON), ?, CAST(? AS DECIMAL(3,2)), ?, CAST(? AS DATE)), CAST(? AS DECIMAL(20,0))), (CAST(? AS SIGNED), ?, CAST(? AS DECIMAL(20,0)))',
+    );
+    expect(values).toEqual([1, doc.text, '$."d"', '1.50', '$."a"[0]', '2024-01-02', '10', 2, 'b', '11']);
+    expect(replaceRows(shape, [[1, doc, '10']]).sql).toBe(
+      'REPLACE INTO `db`.`t` (`id`, `name`, `_lww_ts`) VALUES (?, JSON_SET(CAST(? AS JSON), ?, CAST(? AS DECIMAL(3,2)), ?, CAST(? AS DATE)), ?)',
+    );
+    expect(typedJsonExpr(new TypedJson('[5]', [{ path: '$[0]', type: 'unsigned', value: '5' }])).sql).toBe('JSON_SET(CAST(? AS JSON), ?, CAST(? AS UNSIGNED))');
+    expect(() => typedJsonExpr(new TypedJson('1', [{ path: '$', type: 'decimal', value: '1', precision: 66, scale: 0 }]))).toThrow(/DECIMAL\(66,0\)/);
+    expect(() => lockTombstones(tomb, [[doc]])).toThrow(/typed JSON/);
+  });
   it('a composite key is typed and guarded on every column', () => {
     const { sql } = lwwUpsert(composite, [['2024-01-01 10:00:00', 'A', 'x', '5']], 'mysql');
     expect(sql).toContain(`VALUES (${DT}, ${CI}, ?, CAST(? AS DECIMAL(20,0)))`);
@@ -134,6 +152,19 @@ describe('bypass, tombstone, delete and read-back statements', () => {
         ` OR (\`a\` = ${DT} AND \`b\` = ${CI} AND \`_lww_ts\` < CAST(? AS DECIMAL(20,0)))`,
       values: ['d1', 'x', '5', 'd2', 'y', '6'],
     });
+  });
+  it('after an upsert, rows a tombstone as new covers are deleted by joined key columns, under the keys typed', () => {
+    const t = '`db`.`t`';
+    const tt = '`lww_meta`.`tomb__db__t`';
+    expect(deleteTombstoned(composite, ctomb, [['d1', 'x'], ['d2', 'y']])).toEqual({
+      sql:
+        `DELETE ${t} FROM ${t} JOIN ${tt} ON ${tt}.\`a\` = ${t}.\`a\` AND ${tt}.\`b\` = ${t}.\`b\`` +
+        ` WHERE ${tt}.\`_lww_ts\` >= ${t}.\`_lww_ts\` AND ((${t}.\`a\` = ${DT} AND ${t}.\`b\` = ${CI}) OR (${t}.\`a\` = ${DT} AND ${t}.\`b\` = ${CI}))`,
+      values: ['d1', 'x', 'd2', 'y'],
+    });
+    expect(deleteTombstoned(shape, tomb, [['7']]).sql).toBe(
+      `DELETE ${t} FROM ${t} JOIN ${tt} ON ${tt}.\`id\` = ${t}.\`id\` WHERE ${tt}.\`_lww_ts\` >= ${t}.\`_lww_ts\` AND (${t}.\`id\` = ${INT})`,
+    );
   });
   it('reads back row and tombstone versions per key position', () => {
     expect(readBackVersions(shape, tomb, [['7'], ['8']])).toEqual({
