@@ -19,3 +19,5 @@ export { parseFault, type Fault } from './harness/faults.ts';
 export { startServers, type RunningServer, type Engine } from './servers/index.ts';
 export { copyTables, type CopyReport } from './sync/initial-copy.ts';
 export { syncNodes, formatSyncReport } from './sync/repair.ts';
+export { collectGarbage, formatGcReport, type GcOptions, type GcReport } from './gc/collector.ts';
+export { computeHorizons, type HorizonReport } from './gc/horizon.ts';

@@ -61,6 +61,8 @@ export interface GcNodeReport {
   name: string;
   url: string;
   nodeId?: number;
+  /** False when the node could not be reached or read (GC is paused then). */
+  reachable: boolean;
   /** Tombstones with a version below this may go; null while GC is paused. */
   horizon: bigint | null;
   /** The horizon as a time (ISO 8601), null while paused. */
@@ -266,6 +268,7 @@ export async function collectGarbage(options: GcOptions): Promise<GcReport> {
         name: h.name,
         url: redactUrl(url),
         nodeId: h.nodeId,
+        reachable: conns[i] !== undefined && observed[i]!.reachable,
         horizon: h.horizon,
         horizonTime: isoOf(h.horizonTimeUs),
         ...(h.heldBy ? { heldBy: h.heldBy } : {}),
@@ -277,7 +280,7 @@ export async function collectGarbage(options: GcOptions): Promise<GcReport> {
       };
       report.nodes.push(node);
       const conn = conns[i];
-      if (!conn) {
+      if (!conn || !node.reachable) {
         node.error = (observed[i] as { error?: string }).error ?? 'not reached';
         continue;
       }

@@ -30,6 +30,10 @@ export interface HarnessOptions {
   mode?: HarnessMode;
   /** Extra failpoints for the replicator's sinks (e.g. sinkDropMessage=5%return(true)). */
   failpoints?: string;
+  /** More flags for the replicator child (e.g. GC: --gc-interval 30s --gc-margin 1m; --gc-interval 0 turns GC off). */
+  replicatorArgs?: readonly string[];
+  /** Called with each status line of the replicator child (directions, GC). */
+  onReplicatorStatus?: (status: unknown) => void;
   /** How long to wait for the finish marks to cross. */
   finishTimeoutMs?: number;
   /** Optional history audit over the run's binlog window (positions per node at start). */
@@ -120,6 +124,8 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
       nodes: servers.map((s, i) => proxies[i]!.rewrite(s.url)),
       tables,
       failpoints,
+      extraArgs: o.replicatorArgs,
+      onStatus: o.onReplicatorStatus,
       onLog: (line) => log.debug(`replicator: ${line}`),
     });
     replicator.start();

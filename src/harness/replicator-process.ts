@@ -14,6 +14,8 @@ export interface ReplicatorProcessOptions {
   /** Failpoints for the replicator's sinks (`name=term;…`), passed as --failpoints. */
   failpoints?: string;
   batchRows?: number;
+  /** More `replicate` flags (e.g. --gc-interval 30s --gc-margin 1m). */
+  extraArgs?: readonly string[];
   /** Called with each JSON status line the replicator prints. */
   onStatus?: (status: unknown) => void;
   onLog?: (line: string) => void;
@@ -35,6 +37,7 @@ export class ReplicatorProcess {
     if (o.tables?.length) args.push('--tables', o.tables.join(','));
     if (o.batchRows) args.push('--batch-rows', String(o.batchRows));
     if (o.failpoints) args.push('--failpoints', o.failpoints);
+    args.push(...(o.extraArgs ?? []));
     const env: NodeJS.ProcessEnv = { ...process.env, LWW_NODES: o.nodes.join(',') };
     for (const name of ['LWW_FAILPOINTS', 'GO_FAILPOINTS', 'LWW_FAILPOINTS_ENABLE']) delete env[name];
     const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env });

@@ -1,8 +1,9 @@
 // The operations endpoint of a running replicator (prom-client over node:http):
 //   /metrics  Prometheus: lww_*_total counters per direction, a lag histogram, gauges for the
-//             current lag and state, enabled failpoints, and the default process metrics
+//             current lag and state, enabled failpoints, tombstone GC (runs, removed, horizon, paused),
+//             and the default process metrics
 //   /healthz  200 while every direction is starting, copying or streaming; 503 (with the reasons) otherwise
-//   /status   JSON of every direction (node URLs redacted)
+//   /status   JSON of every direction and of GC (node URLs redacted)
 // It listens before replication starts, so a bad address stops the command before anything runs.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';

@@ -2,7 +2,6 @@
 import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { checkState } from '../../src/checker/state-check.ts';
-import { connect } from '../../src/db/connection.ts';
 import { HorizonCrossedError } from '../../src/errors.ts';
 import { collectGarbage, type GcReport } from '../../src/gc/collector.ts';
 import type { Replicator } from '../../src/replicator/replicator.ts';
@@ -42,8 +41,6 @@ describeEachEngine('tombstone GC gated on every peer', 2, (ctx) => {
       await c.query('SET @lww_apply = NULL, sql_log_bin = 1');
     }
   };
-  /** Waits until a GC pass may remove every tombstone written so far (the margin passed and every checkpoint moved past them). */
-  const gcUntil = async (check: (r: GcReport) => boolean) => eventually('a GC pass', () => gc(), check, 20_000);
 
   beforeAll(async () => {
     urls = ctx.servers.map((s) => s.url);

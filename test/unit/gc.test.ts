@@ -135,3 +135,51 @@ describe('the state check and collected tombstones', () => {
     expect(isCollectedTombstone(tomb(5n), tomb(4n), 9n, 9n)).toBe(false);
   });
 });
+
+describe('GC in the ops endpoint', () => {
+  it('shows the horizon, tombstones and removals in /metrics and the last pass in /status', async () => {
+    const { serveOps } = await import('../../src/replicator/metrics.ts');
+    const ops = await serveOps({ host: '127.0.0.1', port: 0 });
+    const node = (name: string, collected: number) => ({
+      name,
+      url: `mysql://u:***@${name}/`,
+      reachable: true,
+      horizon: 1024n,
+      horizonTime: '2026-12-01T10:00:00.000Z',
+      heldBy: 'n2→n1',
+      tables: [],
+      tombstones: 7,
+      collected,
+      conflictsRemoved: 1,
+      progressRowsRemoved: 0,
+    });
+    const gc = {
+      intervalMs: 60_000,
+      marginMs: 600_000,
+      runs: 2,
+      collected: 5,
+      conflictsRemoved: 2,
+      progressRowsRemoved: 0,
+      byNode: { n1: { collected: 3, conflictsRemoved: 1 }, n2: { collected: 2, conflictsRemoved: 1 } },
+      last: { dryRun: false, marginMs: 600_000, retentionMs: 1, paused: [], directions: [], nodes: [node('n1', 3), node('n2', 2)], seconds: 0.1 },
+    };
+    const fake = { directions: [], status: async () => ({ nodes: [], directions: [], gc }) };
+    ops.attach(fake as never);
+    try {
+      const base = `http://127.0.0.1:${ops.address.port}`;
+      const metrics = await (await fetch(`${base}/metrics`)).text();
+      expect(metrics).toMatch(/^lww_gc_horizon_seconds\{node="n1"\} 1796119200$/m);
+      expect(metrics).toMatch(/^lww_gc_tombstones\{node="n2"\} 7$/m);
+      expect(metrics).toMatch(/^lww_gc_tombstones_collected_total\{node="n1"\} 3$/m);
+      expect(metrics).toMatch(/^lww_gc_runs_total 2$/m);
+      expect(metrics).toMatch(/^lww_gc_paused 0$/m);
+      // A second scrape of the same pass adds nothing.
+      expect(await (await fetch(`${base}/metrics`)).text()).toMatch(/^lww_gc_tombstones_collected_total\{node="n1"\} 3$/m);
+      const status = (await (await fetch(`${base}/status`)).json()) as { gc: { collected: number; last: { nodes: Array<{ horizon: string }> } } };
+      expect(status.gc.collected).toBe(5);
+      expect(status.gc.last.nodes[0]!.horizon).toBe('1024');
+    } finally {
+      await ops.close();
+    }
+  });
+});

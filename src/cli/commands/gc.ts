@@ -1,8 +1,8 @@
 // `lww-sink gc`: one garbage-collection pass over every node (src/gc/). Exit 0 done (also when GC is
-// paused: that is the safe answer, reported), else the common table.
+// paused for lack of progress: that is the safe answer, reported); 3 when a node was not reached.
 import { collectGarbage, DEFAULT_GC_BATCH_ROWS, formatGcReport } from '../../gc/collector.ts';
 import { durationFlag, integerFlag, nodeProblems, parseCommandArgs, usageProblems } from '../args.ts';
-import { describeError, exitCodeOf } from '../exit-codes.ts';
+import { describeError, EXIT, exitCodeOf } from '../exit-codes.ts';
 import { toJson } from '../logger.ts';
 
 export const summary = 'remove tombstones every peer has applied, and old conflict-log/progress rows (--dry-run reports)';
@@ -55,8 +55,9 @@ export async function run(argv: string[]): Promise<number> {
       batchRows: batchRows as number,
     });
     console.log(values.json ? toJson(report, 2) : formatGcReport(report));
-    const failed = report.nodes.filter((n) => n.error && n.horizon !== null);
-    return failed.length > 0 ? 4 : 0;
+    // A node not reached pauses GC (reported above) and is a connection problem; a pass that failed on a node is 4.
+    if (report.nodes.some((n) => !n.reachable)) return EXIT.connection;
+    return report.nodes.some((n) => n.error) ? EXIT.failed : EXIT.ok;
   } catch (e) {
     console.error(`lww-sink gc: ${describeError(e)}`);
     return exitCodeOf(e);
