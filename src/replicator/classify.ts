@@ -12,6 +12,8 @@ import {
   InvalidOptionsError,
   LwwError,
   OwnershipLostError,
+  UnknownColumnError,
+  UnknownTableError,
   UnsafeSourceError,
   UnsafeSourceSettingError,
   UnsupportedTableError,
@@ -43,6 +45,8 @@ export function classifyFailure(err: unknown): Classified {
   // A named error wrapping a lost connection or a lock (the sink giving up after its own retries,
   // capture not reaching the source): the cause is what counts.
   if (isRetryable(err)) return { kind: 'transient', cause: 'connection or lock' };
+  // The target lacks a table or column the source has: held back until the operator's DDL reaches it.
+  if (has(UnknownColumnError) || has(UnknownTableError)) return { kind: 'transient', cause: 'target schema behind the source (waiting for its DDL)' };
   if (has(CaptureError)) return { kind: 'permanent', cause: 'capture refused' };
   if (has(InvalidChangeError) || has(UnsupportedTableError)) return { kind: 'permanent', cause: 'change cannot be applied' };
   if (err instanceof LwwError) return { kind: 'permanent', cause: err.name };

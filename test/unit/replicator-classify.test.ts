@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { backoffDelay, retry } from '../../src/db/retry.ts';
-import { ApplyError, BinlogPositionError, CaptureError, InvalidChangeError, OwnershipLostError, UnsafeSourceError, UnsafeSourceSettingError } from '../../src/errors.ts';
+import { ApplyError, BinlogPositionError, CaptureError, InvalidChangeError, OwnershipLostError, UnknownColumnError, UnsafeSourceError, UnsafeSourceSettingError } from '../../src/errors.ts';
 import { classifyFailure } from '../../src/replicator/classify.ts';
 
 const driver = (props: Record<string, unknown>, message = 'driver error') => Object.assign(new Error(message), props);
@@ -20,6 +20,8 @@ describe('the supervisor classifies what stopped a direction', () => {
     ]) {
       expect(classifyFailure(e), String(e)).toEqual({ kind: 'transient', cause: 'connection or lock' });
     }
+    // Schema drift the operator is fixing: held back, retried.
+    expect(classifyFailure(new UnknownColumnError('db', 't', 'note')).kind).toBe('transient');
   });
 
   it('settings, privileges, ownership, a purged binlog and refused changes are permanent, with the cause named', () => {
