@@ -177,8 +177,8 @@ export function tombstonedKeys(shape: TableShape, tomb: TombstoneShape, rows: re
 }
 
 /**
- * The LWW upsert of rows (values of `shape.columns`, version last), for keys without a newer
- * tombstone (see tombstonedKeys, read first in the same transaction):
+ * The LWW upsert of rows (values of `shape.columns`, version last); a row it inserts for a key with
+ * a newer tombstone is removed by deleteTombstoned in the same transaction:
  * - an existing row is overwritten only by a strictly newer version of the same primary key (the
  *   key guard keeps a secondary UNIQUE clash from overwriting an unrelated row);
  * - key columns are assigned under the same guard, so a collated key's spelling converges.
@@ -202,6 +202,29 @@ export function lwwUpsert(shape: TableShape, rows: readonly (readonly SqlValue[]
     (alias ? ` AS ${quoteIdent(ROW_ALIAS)}` : '') +
     ` ON DUPLICATE KEY UPDATE ${assignments.join(', ')}`;
   return { sql, values: rowsOf(shape.columns.length, rows) };
+}
+
+/**
+ * The tombstone half of the upsert's guard, run right after it in the same transaction: deletes the
+ * rows of the given keys that a tombstone of the same or a newer version covers. Only a row the
+ * upsert just inserted can be covered (a stored row is always newer than its key's tombstone, and
+ * the upsert only replaces it with a newer one), so the caller runs this only when the upsert
+ * inserted rows. The join compares the key columns of the two tables (same types and collations)
+ * and reads the tombstones with a shared lock (a multi-table DELETE at REPEATABLE READ locks what
+ * it reads), so a tombstone committed concurrently is seen, and none can appear before commit.
+ * Keys: key values.
+ */
+export function deleteTombstoned(shape: TableShape, tomb: TombstoneShape, keys: readonly (readonly SqlValue[])[]): Statement {
+  const target = quoteTable(shape.schema, shape.table);
+  const tombTable = quoteTable(tomb.metaSchema, tomb.tombstoneTable);
+  const on = shape.primaryKey.map((k) => `${tombTable}.${quoteIdent(k)} = ${target}.${quoteIdent(k)}`).join(' AND ');
+  const one = keyEquals(shape.primaryKey, shape.keyPlaceholders, (c) => `${target}.${quoteIdent(c)}`);
+  return {
+    sql:
+      `DELETE ${target} FROM ${target} JOIN ${tombTable} ON ${on}` +
+      ` WHERE ${tombTable}.${quoteIdent(tomb.versionColumn)} >= ${target}.${quoteIdent(shape.versionColumn)} AND (${new Array(keys.length).fill(one).join(' OR ')})`,
+    values: rowsOf(shape.primaryKey.length, keys),
+  };
 }
 
 /** What a non-LWW sink does: the incoming row replaces whatever is there. */

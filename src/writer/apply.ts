@@ -1,19 +1,26 @@
-// Executes one target transaction: the checkpoint advance for every source in the batch first; then
-// per table, tombstones before deletes, guarded deletes, then the LWW upsert (a locking read of the
-// keys' tombstones, then the version guard and key assignment, both decided by the server's key
-// comparison), rows clashing on a secondary UNIQUE key retried and then replayed in source order;
-// then commit. Counts are returned, never merged here.
+// Executes one target transaction: the checkpoint advance for every source in the batch first (a
+// capture then knows from the transaction's first row event that a sink wrote it); then per table,
+// tombstones before deletes, guarded deletes, then the LWW upsert (version guard and key assignment
+// decided by the server's key comparison, then — only when it inserted rows — the removal of
+// inserted rows a tombstone covers), rows clashing on a secondary UNIQUE key retried and then
+// replayed in source order; then commit. Counts are returned, never merged here.
+//
+// Round trips of a batch of one table in the steady state: the checkpoint, the upsert, COMMIT (the
+// transaction starts implicitly: the apply connection runs with autocommit off); plus one when
+// rows were inserted.
 //
 // Locking (see README "Why concurrent local writes stay exact"): the sink runs at REPEATABLE READ.
-// A delete writes (and X-locks) the tombstone before it deletes the row; the upsert reads the
-// tombstones with a shared lock first, so a tombstone being written concurrently is waited for and
-// none can appear before commit.
+// A delete writes (and X-locks) the tombstone before it deletes the row. An upsert writes (and
+// X-locks) its rows first, then re-reads the keys' tombstones with a shared lock: a local delete of
+// such a key waits for the sink's row lock, and a tombstone committed before is seen by the
+// locking read whatever the snapshot.
 import type { Connection, ResultSetHeader, RowDataPacket } from 'mysql2/promise';
 import { OwnershipLostError } from '../errors.ts';
 import type { TableMeta } from '../model/table.ts';
 import { advanceCheckpointSql, readCheckpointSql } from '../sql/checkpoint.ts';
 import type { Dialect } from '../sql/dialect.ts';
 import {
+  deleteTombstoned,
   guardedDelete,
   insertConflictSql,
   keyPlaceholder,
@@ -50,6 +57,8 @@ export interface ApplyContext {
   /** REPLACE INTO / plain DELETE instead of LWW (the mysqlSinkBypassLWW failpoint). */
   bypass: boolean;
   queryTimeoutMs: number;
+  /** The connection runs with autocommit off: its first statement starts the transaction (no BEGIN round trip). */
+  implicitBegin?: boolean;
 }
 
 export interface BatchOutcome {
@@ -183,33 +192,32 @@ async function tombstonedAt(ctx: ApplyContext, meta: TableMeta, keys: readonly K
 
 async function upsertPart(ctx: ApplyContext, meta: TableMeta, part: KeyPlan[], counts: TableCounters, hasUnique: boolean): Promise<KeyPlan[]> {
   const s = shapesOf(meta, ctx.metaSchema);
-  const held = await tombstonedAt(
-    ctx,
-    meta,
-    part,
-    part.map((k) => k.upsert!.version),
-  );
-  counts.skippedByTombstone += held.size;
-  const live = part.filter((_, i) => !held.has(i));
-  if (live.length === 0) return [];
   try {
-    const res = await run(ctx, s.name, lwwUpsert(s.table, live.map((k) => k.upsert!.row), ctx.dialect));
-    const o = upsertOutcome(live.length, res.affectedRows, res.info);
-    counts.inserted += o.inserted;
+    const res = await run(ctx, s.name, lwwUpsert(s.table, part.map((k) => k.upsert!.row), ctx.dialect));
+    const o = upsertOutcome(part.length, res.affectedRows, res.info);
+    // The tombstone half of the guard: only inserted rows can be covered (see deleteTombstoned).
+    const covered = o.inserted > 0 ? (await run(ctx, s.name, deleteTombstoned(s.table, s.tomb, part.map((k) => k.key)))).affectedRows : 0;
+    counts.inserted += o.inserted - covered;
     counts.updated += o.updated;
+    counts.skippedByTombstone += covered;
     if (!hasUnique || o.skipped === 0) {
       counts.skippedStale += o.skipped;
       return [];
     }
-    const stored = await readBack(ctx, meta, live.map((k) => k.key));
-    const clashed = live.filter((k, i) => clashedOut(k.upsert!, stored[i]!));
-    counts.skippedStale += o.skipped - clashed.length;
+    const stored = await readBack(ctx, meta, part.map((k) => k.key));
+    const clashed = part.filter((k, i) => clashedOut(k.upsert!, stored[i]!));
+    // Keys left absent under a tombstone as new: the covered ones, and skipped ones that met a
+    // UNIQUE clash instead of being inserted (held back by the tombstone all the same).
+    const absentUnderTomb = part.filter((k, i) => stored[i]!.row === undefined && stored[i]!.tomb !== undefined && stored[i]!.tomb! >= k.upsert!.version).length;
+    const held = Math.max(0, absentUnderTomb - covered);
+    counts.skippedByTombstone += held;
+    counts.skippedStale += o.skipped - clashed.length - held;
     return clashed;
   } catch (err) {
     if (!isDupEntry(err)) throw err;
-    if (live.length === 1) return live;
+    if (part.length === 1) return part;
     const clashed: KeyPlan[] = [];
-    for (const one of live) clashed.push(...(await upsertPart(ctx, meta, [one], counts, hasUnique)));
+    for (const one of part) clashed.push(...(await upsertPart(ctx, meta, [one], counts, hasUnique)));
     return clashed;
   }
 }
@@ -297,7 +305,7 @@ async function applyTableBypass(ctx: ApplyContext, plan: TablePlan, counts: Tabl
 /** Applies a coalesced batch and advances checkpoints in one transaction. */
 export async function applyBatch(ctx: ApplyContext, plans: TablePlan[], advances: CheckpointAdvance[]): Promise<BatchOutcome> {
   const tables = new Map<string, TableCounters>();
-  await ctx.conn.query('BEGIN');
+  if (!ctx.implicitBegin) await ctx.conn.query('BEGIN');
   try {
     // The checkpoint first: a capture reading this transaction from the binlog knows from its first
     // row event that a sink wrote it, before it could hand any part of it on (no loops, see

@@ -144,6 +144,8 @@ class LwwSink implements Sink {
     const conn = await this.connect();
     try {
       await enterApplySession(conn, this.options.metaSchema);
+      // Every statement then runs inside a transaction that COMMIT or ROLLBACK ends: no BEGIN round trip.
+      await conn.query('SET autocommit = 0');
     } catch (err) {
       conn.destroy();
       throw err;
@@ -433,7 +435,7 @@ class LwwSink implements Sink {
           this.applyConn = conn;
         }
         const outcome = await applyBatch(
-          { conn: this.applyConn, dialect, metaSchema: this.options.metaSchema, bypass, queryTimeoutMs: timeouts.queryMs },
+          { conn: this.applyConn, dialect, metaSchema: this.options.metaSchema, bypass, queryTimeoutMs: timeouts.queryMs, implicitBegin: true },
           plans,
           [...advances.values()],
         );

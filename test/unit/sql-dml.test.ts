@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { advanceCheckpointSql, claimCheckpointSql } from '../../src/sql/checkpoint.ts';
 import { dialectFromVersion } from '../../src/sql/dialect.ts';
-import { guardedDelete, keyPlaceholder, lockTombstones, lwwUpsert, plainDelete, readBackVersions, replaceRows, sameKeys, tombstonedKeys, upsertTombstones } from '../../src/sql/dml.ts';
+import { deleteTombstoned, guardedDelete, keyPlaceholder, lockTombstones, lwwUpsert, plainDelete, readBackVersions, replaceRows, sameKeys, tombstonedKeys, upsertTombstones } from '../../src/sql/dml.ts';
 import { quoteIdent } from '../../src/sql/quote.ts';
 import { metaSchemaDdl, tombstoneTableDdl } from '../../src/sql/templates.ts';
 
@@ -134,6 +134,19 @@ describe('bypass, tombstone, delete and read-back statements', () => {
         ` OR (\`a\` = ${DT} AND \`b\` = ${CI} AND \`_lww_ts\` < CAST(? AS DECIMAL(20,0)))`,
       values: ['d1', 'x', '5', 'd2', 'y', '6'],
     });
+  });
+  it('after an upsert, rows a tombstone as new covers are deleted by joined key columns, under the keys typed', () => {
+    const t = '`db`.`t`';
+    const tt = '`lww_meta`.`tomb__db__t`';
+    expect(deleteTombstoned(composite, ctomb, [['d1', 'x'], ['d2', 'y']])).toEqual({
+      sql:
+        `DELETE ${t} FROM ${t} JOIN ${tt} ON ${tt}.\`a\` = ${t}.\`a\` AND ${tt}.\`b\` = ${t}.\`b\`` +
+        ` WHERE ${tt}.\`_lww_ts\` >= ${t}.\`_lww_ts\` AND ((${t}.\`a\` = ${DT} AND ${t}.\`b\` = ${CI}) OR (${t}.\`a\` = ${DT} AND ${t}.\`b\` = ${CI}))`,
+      values: ['d1', 'x', 'd2', 'y'],
+    });
+    expect(deleteTombstoned(shape, tomb, [['7']]).sql).toBe(
+      `DELETE ${t} FROM ${t} JOIN ${tt} ON ${tt}.\`id\` = ${t}.\`id\` WHERE ${tt}.\`_lww_ts\` >= ${t}.\`_lww_ts\` AND (${t}.\`id\` = ${INT})`,
+    );
   });
   it('reads back row and tombstone versions per key position', () => {
     expect(readBackVersions(shape, tomb, [['7'], ['8']])).toEqual({
