@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { type AssembledItem, type CaptureEvent, TransactionAssembler } from '../../src/capture/assembler.ts';
 import { tableFilter } from '../../src/capture/filter.ts';
-import { decimalText, formatDouble, mysqlJsonToText } from '../../src/capture/mysql-json.ts';
+import { decimalText, formatDouble, mysqlJsonToText, mysqlJsonValue } from '../../src/capture/mysql-json.ts';
+import { TypedJson } from '../../src/model/json.ts';
 import { normalizeRow } from '../../src/capture/values.ts';
 import { CaptureRefusedError, MissingTombstoneError, UnsupportedTableError } from '../../src/errors.ts';
 
@@ -338,6 +339,24 @@ describe('MySQL binary JSON as text', () => {
       [-2.5, '-2.5'],
     ];
     for (const [d, text] of cases) expect(formatDouble(d)).toBe(text);
+  });
+
+  it('lists the scalars its text cannot type, with their paths', () => {
+    // {"k y": [DECIMAL(3,2) 1.50, UINT16 7]}. Array: count, size, entries (opaque at offset 10,
+    // UINT16 inlined), then the opaque: field type, length, precision, scale, digits.
+    const array = [2, 0, 16, 0, 0x0f, 10, 0, 0x06, 7, 0, 246, 4, 3, 2, 0x81, 0x32];
+    // Object: count, size, key entry (offset 11, length 3), value entry (array at offset 14), key.
+    const doc = Buffer.from([0x00, 1, 0, 30, 0, 11, 0, 3, 0, 0x02, 14, 0, ...Buffer.from('k y'), ...array]);
+    const value = mysqlJsonValue(doc);
+    expect(value).toBeInstanceOf(TypedJson);
+    expect(value).toEqual(
+      new TypedJson('{"k y": [1.50, 7]}', [
+        { path: '$."k y"[0]', type: 'decimal', value: '1.50', precision: 3, scale: 2 },
+        { path: '$."k y"[1]', type: 'unsigned', value: '7' },
+      ]),
+    );
+    expect(mysqlJsonToText(doc)).toBe('{"k y": [1.50, 7]}');
+    expect(mysqlJsonValue(Buffer.from([0x02, 1, 0, 7, 0, 0x05, 7, 0]))).toBe('[7]');
   });
 
   it('reads binary DECIMAL values with their scale', () => {
