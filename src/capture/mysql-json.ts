@@ -3,7 +3,10 @@
 // an integer (3.0 became 3, an INTEGER on re-insert), -0.0, 64-bit integers in parsed mode, keys such
 // as "__proto__", and typed scalars (DECIMAL, DATE...). This renderer walks the bytes and writes the
 // text a SELECT returns, so re-inserting it stores the same JSON document.
+// Scalars whose type the text loses (DECIMAL, DATE, TIME, DATETIME, unsigned integers) are listed
+// with their paths, so the sink can cast them back (src/model/json.ts).
 // Format: sql-common/json_binary.h in the MySQL source.
+import { type JsonScalarType, memberStep, TypedJson, type TypedJsonScalar } from '../model/json.ts';
 
 const SMALL_OBJECT = 0;
 const LARGE_OBJECT = 1;
@@ -31,10 +34,30 @@ export class JsonDecodeError extends Error {}
 
 /** JSON text for a MySQL binary JSON value (an empty value is JSON null, as the server reads it). */
 export function mysqlJsonToText(buf: Buffer): string {
+  const doc = mysqlJsonValue(buf);
+  return typeof doc === 'string' ? doc : doc.text;
+}
+
+/** The document's text, or a TypedJson when it holds scalars the text cannot type. */
+export function mysqlJsonValue(buf: Buffer): string | TypedJson {
   if (buf.length === 0) return 'null';
-  const out: string[] = [];
-  writeValue(buf, buf[0]!, 1, buf.length, out);
-  return out.join('');
+  const w: Walk = { buf, out: [], scalars: [] };
+  writeValue(w, buf[0]!, 1, buf.length, '$');
+  const text = w.out.join('');
+  return w.scalars.length === 0 ? text : new TypedJson(text, w.scalars);
+}
+
+interface Walk {
+  buf: Buffer;
+  out: string[];
+  scalars: TypedJsonScalar[];
+}
+
+/** Integers above this parse back as unsigned anyway; below it, an unsigned one must be cast back. */
+const MAX_SIGNED = (1n << 63n) - 1n;
+
+function typed(w: Walk, path: string, type: JsonScalarType, value: string, extra?: { precision: number; scale: number }): void {
+  w.scalars.push({ path, type, value, ...extra });
 }
 
 function need(buf: Buffer, end: number): void {
@@ -42,15 +65,16 @@ function need(buf: Buffer, end: number): void {
 }
 
 /** Writes the value of `type` whose data starts at `pos` (for containers: the container start). */
-function writeValue(buf: Buffer, type: number, pos: number, end: number, out: string[]): void {
+function writeValue(w: Walk, type: number, pos: number, end: number, path: string): void {
+  const { buf, out } = w;
   switch (type) {
     case SMALL_OBJECT:
     case LARGE_OBJECT:
-      writeContainer(buf, pos, type === LARGE_OBJECT, true, out);
+      writeContainer(w, pos, type === LARGE_OBJECT, true, path);
       return;
     case SMALL_ARRAY:
     case LARGE_ARRAY:
-      writeContainer(buf, pos, type === LARGE_ARRAY, false, out);
+      writeContainer(w, pos, type === LARGE_ARRAY, false, path);
       return;
     case LITERAL:
       need(buf, pos + 1);
@@ -62,7 +86,7 @@ function writeValue(buf: Buffer, type: number, pos: number, end: number, out: st
       return;
     case UINT16:
       need(buf, pos + 2);
-      out.push(String(buf.readUInt16LE(pos)));
+      unsigned(w, BigInt(buf.readUInt16LE(pos)), path);
       return;
     case INT32:
       need(buf, pos + 4);
@@ -70,7 +94,7 @@ function writeValue(buf: Buffer, type: number, pos: number, end: number, out: st
       return;
     case UINT32:
       need(buf, pos + 4);
-      out.push(String(buf.readUInt32LE(pos)));
+      unsigned(w, BigInt(buf.readUInt32LE(pos)), path);
       return;
     case INT64:
       need(buf, pos + 8);
@@ -78,7 +102,7 @@ function writeValue(buf: Buffer, type: number, pos: number, end: number, out: st
       return;
     case UINT64:
       need(buf, pos + 8);
-      out.push(buf.readBigUInt64LE(pos).toString());
+      unsigned(w, buf.readBigUInt64LE(pos), path);
       return;
     case DOUBLE:
       need(buf, pos + 8);
@@ -95,12 +119,18 @@ function writeValue(buf: Buffer, type: number, pos: number, end: number, out: st
       const fieldType = buf[pos]!;
       const [len, start] = varLength(buf, pos + 1);
       need(buf, start + len);
-      out.push(opaque(fieldType, buf.subarray(start, start + len)));
+      out.push(opaque(w, fieldType, buf.subarray(start, start + len), path));
       return;
     }
     default:
       throw new JsonDecodeError(`unknown binary JSON type ${type} at byte ${pos} (of ${end})`);
   }
+}
+
+function unsigned(w: Walk, n: bigint, path: string): void {
+  const text = n.toString();
+  w.out.push(text);
+  if (n <= MAX_SIGNED) typed(w, path, 'unsigned', text);
 }
 
 function literal(v: number): string {
@@ -111,7 +141,8 @@ function literal(v: number): string {
 }
 
 /** Containers: count, size, then key entries (objects), then value entries; offsets from `start`. */
-function writeContainer(buf: Buffer, start: number, large: boolean, isObject: boolean, out: string[]): void {
+function writeContainer(walk: Walk, start: number, large: boolean, isObject: boolean, path: string): void {
+  const { buf, out } = walk;
   const w = large ? 4 : 2;
   const read = (at: number) => {
     need(buf, at + w);
@@ -125,20 +156,23 @@ function writeContainer(buf: Buffer, start: number, large: boolean, isObject: bo
   out.push(isObject ? '{' : '[');
   for (let i = 0; i < count; i++) {
     if (i > 0) out.push(', ');
+    let step = `[${i}]`;
     if (isObject) {
       const entry = keyEntries + i * (w + 2);
       const keyOffset = read(entry);
       need(buf, entry + w + 2);
       const keyLength = buf.readUInt16LE(entry + w);
       need(buf, start + keyOffset + keyLength);
-      out.push(JSON.stringify(buf.toString('utf8', start + keyOffset, start + keyOffset + keyLength)), ': ');
+      const key = buf.toString('utf8', start + keyOffset, start + keyOffset + keyLength);
+      out.push(JSON.stringify(key), ': ');
+      step = memberStep(key);
     }
     const entry = valueEntries + i * (1 + w);
     need(buf, entry + 1 + w);
     const type = buf[entry]!;
     // Small scalars are inlined in the entry; everything else sits at an offset from the container start.
     const inlined = type === LITERAL || type === INT16 || type === UINT16 || (large && (type === INT32 || type === UINT32));
-    writeValue(buf, type, inlined ? entry + 1 : start + read(entry + 1), start + size, out);
+    writeValue(walk, type, inlined ? entry + 1 : start + read(entry + 1), start + size, `${path}${step}`);
   }
   out.push(isObject ? '}' : ']');
 }
@@ -178,10 +212,14 @@ function pad(n: number | bigint, width: number): string {
   return String(n).padStart(width, '0');
 }
 
-function opaque(fieldType: number, data: Buffer): string {
+/** An opaque scalar's text; DECIMAL and temporal values are also listed with their type. */
+function opaque(w: Walk, fieldType: number, data: Buffer, path: string): string {
   switch (fieldType) {
-    case FIELD_NEWDECIMAL:
-      return decimalText(data);
+    case FIELD_NEWDECIMAL: {
+      const text = decimalText(data);
+      typed(w, path, 'decimal', text, { precision: data[0]!, scale: data[1]! });
+      return text;
+    }
     case FIELD_DATE:
     case FIELD_DATETIME:
     case FIELD_TIMESTAMP: {
@@ -195,8 +233,13 @@ function opaque(fieldType: number, data: Buffer): string {
       const hms = ymdhms & 0x1ffffn;
       const ym = ymd >> 5n;
       const date = `${pad(ym / 13n, 4)}-${pad(ym % 13n, 2)}-${pad(ymd & 31n, 2)}`;
-      if (fieldType === FIELD_DATE) return JSON.stringify(date);
+      if (fieldType === FIELD_DATE) {
+        typed(w, path, 'date', date);
+        return JSON.stringify(date);
+      }
       const time = `${pad(hms >> 12n, 2)}:${pad((hms >> 6n) & 63n, 2)}:${pad(hms & 63n, 2)}.${pad(micros, 6)}`;
+      // A TIMESTAMP comes back as a DATETIME (no CAST yields a TIMESTAMP): same value and text.
+      typed(w, path, 'datetime', `${date} ${time}`);
       return JSON.stringify(`${date} ${time}`);
     }
     case FIELD_TIME: {
@@ -208,7 +251,9 @@ function opaque(fieldType: number, data: Buffer): string {
       const micros = v & 0xffffffn;
       const hms = v >> 24n;
       const hour = hms >> 12n;
-      return JSON.stringify(`${negative ? '-' : ''}${pad(hour, 2)}:${pad((hms >> 6n) & 63n, 2)}:${pad(hms & 63n, 2)}.${pad(micros, 6)}`);
+      const text = `${negative ? '-' : ''}${pad(hour, 2)}:${pad((hms >> 6n) & 63n, 2)}:${pad(hms & 63n, 2)}.${pad(micros, 6)}`;
+      typed(w, path, 'time', text);
+      return JSON.stringify(text);
     }
   }
   return JSON.stringify(`base64:type${fieldType}:${data.toString('base64')}`);

@@ -3,6 +3,7 @@
 // canonical text of values decoded from the binlog, which the history audit compares (the state
 // check reads exact text from the servers instead, see src/sql/checksum.ts). Pure functions.
 import { BigNumber } from 'bignumber.js';
+import { TypedJson } from '../model/json.ts';
 import type { FindingClass, NodeState } from './report.ts';
 
 export interface ValueColumn {
@@ -151,6 +152,8 @@ export function canonicalValue(col: ValueColumn, value: unknown): string | null 
   if (col.json) {
     if (typeof value === 'string') return canonicalJson(value);
     if (isBytes(value)) return canonicalJson(Buffer.from(value).toString('utf8'));
+    // Captured MySQL JSON with typed scalars: the types are part of the value (a DATE is not a string).
+    if (value instanceof TypedJson) return `${canonicalJson(value.text)} ${value.scalars.map((s) => `${s.path}:${s.type}`).join(' ')}`;
     return canonicalJson(JSON.stringify(value));
   }
   if (INT_TYPES.has(t)) {

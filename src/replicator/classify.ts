@@ -37,6 +37,9 @@ export function classifyFailure(err: unknown): Classified {
   const errors = chain(err);
   const has = (type: abstract new (...args: never[]) => unknown) => errors.some((e) => e instanceof type);
   if (has(OwnershipLostError)) return { kind: 'permanent', cause: 'ownership lost' };
+  // Errors that know they are final say so (capture's CaptureRefusedError: reading the same binlog again meets it again).
+  const final = errors.find((e) => (e as { permanent?: unknown } | null)?.permanent === true);
+  if (final) return { kind: 'permanent', cause: final instanceof CaptureError ? 'capture refused' : (final as Error).name };
   const server = permanentServerError(err);
   if (server !== undefined) return { kind: 'permanent', cause: server };
   if (has(BinlogPositionError)) return { kind: 'permanent', cause: 'binlog not available' };

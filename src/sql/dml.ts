@@ -6,16 +6,20 @@
 // the column's type, COLLATE the column's collation), so DATETIME(6) '10:00:00' equals
 // '10:00:00.000000', DECIMAL 1.5 equals '1.50', and 'A' equals 'a' under a case-insensitive
 // collation — exactly as the primary-key index compares them.
+import { type JsonScalarType, TypedJson } from '../model/json.ts';
 import type { Dialect } from './dialect.ts';
 import { usesRowAlias } from './dialect.ts';
 import { placeholders, quoteIdent, quoteList, quoteTable } from './quote.ts';
 
 /** A value bound to a `?`. */
-export type SqlValue = string | number | Buffer | null;
+export type BoundValue = string | number | Buffer | null;
+
+/** A column value: bound as it is, or a MySQL JSON document with typed scalars (written by typedJsonExpr). */
+export type SqlValue = BoundValue | TypedJson;
 
 export interface Statement {
   sql: string;
-  values: SqlValue[];
+  values: BoundValue[];
 }
 
 /** What the builders need to know about a column's type (information_schema names). */
@@ -105,13 +109,82 @@ export function keyPlaceholder(col: ColumnType): string {
   }
 }
 
-function rowsOf(width: number, rows: readonly (readonly SqlValue[])[]): SqlValue[] {
-  const values: SqlValue[] = [];
+/** A key or version value: typed JSON documents are row values only (JSON is never part of a key). */
+function bound(v: SqlValue): BoundValue {
+  if (v instanceof TypedJson) throw new Error('a typed JSON document can only be a written column value');
+  return v;
+}
+
+function rowsOf(width: number, rows: readonly (readonly SqlValue[])[]): BoundValue[] {
+  const values: BoundValue[] = [];
   for (const r of rows) {
     if (r.length !== width) throw new Error(`a row has ${r.length} values, the statement binds ${width}`);
-    for (const v of r) values.push(v);
+    for (const v of r) values.push(bound(v));
   }
   return values;
+}
+
+// What each typed JSON scalar is cast to; DECIMAL takes the stored precision and scale.
+const JSON_CASTS: Record<JsonScalarType, string> = {
+  decimal: 'DECIMAL',
+  date: 'DATE',
+  time: 'TIME(6)',
+  datetime: 'DATETIME(6)',
+  unsigned: 'UNSIGNED',
+};
+
+/**
+ * `JSON_SET(CAST(? AS JSON), ?, CAST(? AS DATE), ...)`: the document's text with each typed scalar
+ * set back as its SQL type, so MySQL stores a DECIMAL, DATE, TIME, DATETIME or unsigned integer
+ * there, as the source did. Binds the text, then path and value per scalar.
+ */
+export function typedJsonExpr(doc: TypedJson): Statement {
+  const parts = ['CAST(? AS JSON)'];
+  const values: BoundValue[] = [doc.text];
+  for (const s of doc.scalars) {
+    let type = JSON_CASTS[s.type];
+    if (type === undefined) throw new Error(`unknown JSON scalar type ${String(s.type)}`);
+    if (s.type === 'decimal') {
+      const { precision, scale } = s;
+      if (!Number.isInteger(precision) || !Number.isInteger(scale) || precision! < 1 || precision! > 65 || scale! < 0 || scale! > 30 || scale! > precision!) {
+        throw new Error(`DECIMAL(${precision},${scale}) inside JSON is not a DECIMAL type`);
+      }
+      type = `DECIMAL(${precision},${scale})`;
+    }
+    parts.push('?', `CAST(? AS ${type})`);
+    values.push(s.path, s.value);
+  }
+  return { sql: doc.scalars.length === 0 ? parts[0]! : `JSON_SET(${parts.join(', ')})`, values };
+}
+
+/**
+ * `(?, ?, ...), (...)` for rows of written values and the flattened values: one placeholder per
+ * column, except a typed JSON document, which becomes its JSON_SET expression in that row.
+ */
+function valueRows(columnPlaceholders: readonly string[], rows: readonly (readonly SqlValue[])[]): Statement {
+  const width = columnPlaceholders.length;
+  const one = `(${columnPlaceholders.join(', ')})`;
+  const tuples: string[] = [];
+  const values: BoundValue[] = [];
+  for (const r of rows) {
+    if (r.length !== width) throw new Error(`a row has ${r.length} values, the statement binds ${width}`);
+    if (!r.some((v) => v instanceof TypedJson)) {
+      tuples.push(one);
+      for (const v of r) values.push(v as BoundValue);
+      continue;
+    }
+    const items = r.map((v, i) => {
+      if (!(v instanceof TypedJson)) {
+        values.push(v);
+        return columnPlaceholders[i]!;
+      }
+      const expr = typedJsonExpr(v);
+      values.push(...expr.values);
+      return expr.sql;
+    });
+    tuples.push(`(${items.join(', ')})`);
+  }
+  return { sql: tuples.join(', '), values };
 }
 
 /** The placeholder of each written column: typed for key columns and the version, plain otherwise. */
@@ -171,7 +244,7 @@ export function tombstonedKeys(shape: TableShape, tomb: TombstoneShape, rows: re
       ` JOIN ${tombTable} ON ${on} WHERE ${tombTable}.${quoteIdent(tomb.versionColumn)} >= ${ref('_lww_v')} LOCK IN SHARE MODE`,
     values: rows.flatMap((r, i) => {
       if (r.length !== shape.primaryKey.length + 1) throw new Error(`a row has ${r.length} values, the statement binds ${shape.primaryKey.length + 1}`);
-      return [String(i), ...r];
+      return [String(i), ...r.map(bound)];
     }),
   };
 }
@@ -196,12 +269,12 @@ export function lwwUpsert(shape: TableShape, rows: readonly (readonly SqlValue[]
     ' AND ',
   );
   const assignments = shape.columns.map((c) => `${quoteIdent(c)} = IF(${newer}, ${incoming(c)}, ${stored(c)})`);
-  const one = `(${columnPlaceholders(shape).join(', ')})`;
+  const tuples = valueRows(columnPlaceholders(shape), rows);
   const sql =
-    `INSERT INTO ${target} (${quoteList(shape.columns)}) VALUES ${new Array(rows.length).fill(one).join(', ')}` +
+    `INSERT INTO ${target} (${quoteList(shape.columns)}) VALUES ${tuples.sql}` +
     (alias ? ` AS ${quoteIdent(ROW_ALIAS)}` : '') +
     ` ON DUPLICATE KEY UPDATE ${assignments.join(', ')}`;
-  return { sql, values: rowsOf(shape.columns.length, rows) };
+  return { sql, values: tuples.values };
 }
 
 /**
@@ -229,10 +302,10 @@ export function deleteTombstoned(shape: TableShape, tomb: TombstoneShape, keys: 
 
 /** What a non-LWW sink does: the incoming row replaces whatever is there. */
 export function replaceRows(shape: TableShape, rows: readonly (readonly SqlValue[])[]): Statement {
-  const one = placeholders(shape.columns.length);
+  const tuples = valueRows(new Array<string>(shape.columns.length).fill('?'), rows);
   return {
-    sql: `REPLACE INTO ${quoteTable(shape.schema, shape.table)} (${quoteList(shape.columns)}) VALUES ${new Array(rows.length).fill(one).join(', ')}`,
-    values: rowsOf(shape.columns.length, rows),
+    sql: `REPLACE INTO ${quoteTable(shape.schema, shape.table)} (${quoteList(shape.columns)}) VALUES ${tuples.sql}`,
+    values: tuples.values,
   };
 }
 
@@ -299,7 +372,7 @@ export function readBackVersions(shape: TableShape, tomb: TombstoneShape, keys: 
       `SELECT ${quoteIdent(ROW_ALIAS)}.${quoteIdent(INDEX_COLUMN)} AS ${quoteIdent(INDEX_COLUMN)}, ${target}.${v} AS row_version, ${tombTable}.${quoteIdent(tomb.versionColumn)} AS tomb_version` +
       ` FROM (${derivedRows(names, exprs, keys.length)}) AS ${quoteIdent(ROW_ALIAS)}` +
       ` LEFT JOIN ${target} ON ${on(target)} LEFT JOIN ${tombTable} ON ${on(tombTable)}`,
-    values: keys.flatMap((k, i) => [String(i), ...k]),
+    values: keys.flatMap((k, i) => [String(i), ...k.map(bound)]),
   };
 }
 
@@ -316,7 +389,7 @@ export function sameKeys(shape: Pick<TableShape, 'primaryKey' | 'keyPlaceholders
     sql: `SELECT ${pairs.map((_, i) => one(i)).join(', ')}`,
     values: pairs.flatMap((p) => {
       if (p.length !== 2 * n) throw new Error(`a key pair has ${p.length} values, expected ${2 * n}`);
-      return p.slice(0, n).flatMap((v, k) => [v, p[n + k]!]);
+      return p.slice(0, n).flatMap((v, k) => [bound(v), bound(p[n + k]!)]);
     }),
   };
 }

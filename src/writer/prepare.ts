@@ -3,6 +3,7 @@
 // before anything is written. An update that changes the primary key becomes delete + upsert.
 import { InvalidChangeError, UnknownColumnError } from '../errors.ts';
 import type { Row, RowChange, SourceTransaction } from '../model/change.ts';
+import { TypedJson } from '../model/json.ts';
 import type { ColumnMeta, TableMeta } from '../model/table.ts';
 import { keyPart, type SqlValue, toSqlValue, ValueError } from './values.ts';
 
@@ -40,6 +41,7 @@ function approxBytes(v: SqlValue): number {
   if (v === null) return 1;
   if (typeof v === 'number') return 8;
   if (typeof v === 'string') return v.length * 2;
+  if (v instanceof TypedJson) return v.text.length * 2 + v.scalars.length * 64;
   return v.length;
 }
 

@@ -9,6 +9,7 @@ import { connect, type Target } from '../db/connection.ts';
 import { ensureMetaSchema, ensureTombstoneTable, enterApplySession } from '../install/provision.ts';
 import { parseSourceTransaction, type RowChange, type SourceTransactionInput } from '../model/change.ts';
 import type { TableMeta } from '../model/table.ts';
+import { TypedJson } from '../model/json.ts';
 import { physicalMicrosOf } from '../model/version.ts';
 import { tableKey } from '../model/table.ts';
 import { claimCheckpointSql, readCheckpointSql } from '../sql/checkpoint.ts';
@@ -536,6 +537,7 @@ function mutate(v: SqlValue): SqlValue {
   if (v === null) return null;
   if (typeof v === 'number') return v + 1;
   if (Buffer.isBuffer(v)) return Buffer.concat([v, Buffer.from([0x21])]);
+  if (v instanceof TypedJson) return mutate(v.text);
   if (/^-?\d+$/.test(v)) return (BigInt(v) + 1n).toString();
   return `${v}!`;
 }

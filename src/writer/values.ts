@@ -1,5 +1,6 @@
 // Converts row-image values to what the server stores exactly, per column type, and rejects values
 // that cannot be stored faithfully. Runs at validation time, before anything is written.
+import { TypedJson } from '../model/json.ts';
 import type { ColumnMeta } from '../model/table.ts';
 import type { SqlValue } from '../sql/dml.ts';
 
@@ -141,24 +142,73 @@ function checkBytes(col: ColumnMeta, buf: Buffer): Buffer {
   return buf;
 }
 
-/** JSON text for a JSON column: text must parse; other values are serialized (a BigInt inside is refused). */
-function jsonText(value: unknown): string {
-  if (typeof value === 'string' || isBytes(value)) {
-    const text = typeof value === 'string' ? value : Buffer.from(value).toString('utf8');
-    try {
-      JSON.parse(text);
-    } catch {
-      throw new ValueError('is not valid JSON text');
-    }
-    return text;
-  }
+/**
+ * JSON text of a JS value, as JSON.stringify writes it except that a BigInt is written as its exact
+ * digits (a 64-bit integer inside a document stays exact; JSON.stringify refuses it).
+ */
+function stringifyJson(value: unknown, seen: Set<object>): string | undefined {
   if (typeof value === 'bigint') return value.toString();
-  if (typeof value === 'number' && !Number.isFinite(value)) throw new ValueError(`${value} is not a JSON number`);
-  try {
-    return JSON.stringify(value);
-  } catch (err) {
-    throw new ValueError(`cannot be serialized as JSON (${(err as Error).message}); pass JSON text to keep big integers exact`);
+  if (value !== null && typeof value === 'object' && typeof (value as { toJSON?: unknown }).toJSON === 'function') {
+    return stringifyJson((value as { toJSON: () => unknown }).toJSON(), seen);
   }
+  if (value === null || typeof value !== 'object') {
+    if (typeof value === 'number' && !Number.isFinite(value)) throw new ValueError(`${value} is not a JSON number`);
+    return JSON.stringify(value);
+  }
+  if (seen.has(value)) throw new ValueError('cannot be serialized as JSON (it contains itself)');
+  seen.add(value);
+  let text: string;
+  if (Array.isArray(value)) {
+    text = `[${value.map((v) => stringifyJson(v, seen) ?? 'null').join(',')}]`;
+  } else {
+    const members: string[] = [];
+    for (const [k, v] of Object.entries(value)) {
+      const t = stringifyJson(v, seen);
+      if (t !== undefined) members.push(`${JSON.stringify(k)}:${t}`);
+    }
+    text = `{${members.join(',')}}`;
+  }
+  seen.delete(value);
+  return text;
+}
+
+function checkJsonText(text: string): string {
+  try {
+    JSON.parse(text);
+  } catch {
+    throw new ValueError('is not valid JSON text');
+  }
+  return text;
+}
+
+const JSON_SCALAR_TEXT: Record<string, RegExp> = {
+  decimal: /^-?\d+(\.\d+)?$/,
+  date: /^\d{4}-\d{2}-\d{2}$/,
+  time: /^-?\d{2,3}:\d{2}:\d{2}(\.\d{1,6})?$/,
+  datetime: /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d{1,6})?$/,
+  unsigned: /^\d+$/,
+};
+
+/**
+ * JSON for a JSON column: text must parse; a TypedJson keeps its typed scalars on MySQL (a JSON
+ * column) and is its text on MariaDB (a LONGTEXT, where JSON has no typed scalars); other values
+ * are serialized, BigInts exactly.
+ */
+function jsonValue(col: ColumnMeta, value: unknown): SqlValue {
+  if (value instanceof TypedJson) {
+    checkJsonText(value.text);
+    for (const s of value.scalars) {
+      const pattern = JSON_SCALAR_TEXT[s.type];
+      if (!pattern || typeof s.path !== 'string' || !s.path.startsWith('$') || typeof s.value !== 'string' || !pattern.test(s.value)) {
+        throw new ValueError(`typed JSON scalar ${JSON.stringify(s)} is not a ${String(s.type).toUpperCase()} at a JSON path`);
+      }
+    }
+    return col.dataType === 'json' && value.scalars.length > 0 ? value : value.text;
+  }
+  if (typeof value === 'string' || isBytes(value)) return checkJsonText(typeof value === 'string' ? value : Buffer.from(value).toString('utf8'));
+  const text = stringifyJson(value, new Set());
+  if (text === undefined) throw new ValueError(`cannot store ${describe(value)} as JSON`);
+  return text;
 }
 
 const DATE_TEXT = /^(\d{4})-(\d{2})-(\d{2})(?:[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?)?$/;
@@ -216,7 +266,7 @@ export function toSqlValue(col: ColumnMeta, value: unknown): SqlValue {
     throw new ValueError(`cannot store ${describe(value)} in a floating-point column`);
   }
   if (t === 'bit') return bitValue(value, col.columnType);
-  if (t === 'json' || col.json) return jsonText(value);
+  if (t === 'json' || col.json) return jsonValue(col, value);
   if (TEMPORAL_TYPES.has(t)) {
     if (value instanceof Date) return formatDate(value, t);
     if (typeof value === 'string') return checkTemporal(col, value);
@@ -247,5 +297,6 @@ export function keyPart(value: SqlValue): string {
   if (value === null) return 'n';
   if (Buffer.isBuffer(value)) return `b${value.toString('hex')}`;
   if (typeof value === 'number') return `d${value}`;
+  if (value instanceof TypedJson) return `j${value.text}`;
   return `s${value}`;
 }

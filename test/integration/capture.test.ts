@@ -6,6 +6,7 @@ import { connect } from '../../src/db/connection.ts';
 import { BinlogPositionError, MissingTombstoneError, UnsafeSourceError, UnsafeSourceSettingError } from '../../src/errors.ts';
 import type { SchemaChange } from '../../src/capture/assembler.ts';
 import type { SourceTransaction } from '../../src/model/change.ts';
+import { TypedJson } from '../../src/model/json.ts';
 import { createSink } from '../../src/index.ts';
 import { quoteIdent, quoteTable } from '../../src/sql/quote.ts';
 import { loadTableMeta } from '../../src/writer/table-metadata.ts';
@@ -58,6 +59,13 @@ async function deleteWithTombstone(conn: Connection, schema: string, table: stri
       ' ON DUPLICATE KEY UPDATE `_lww_ts` = GREATEST(`_lww_ts`, VALUES(`_lww_ts`))',
     [...Object.values(key), version.toString()],
   );
+}
+
+/** MySQL JSON paths of every value in a parsed document (containers and scalars). */
+function jsonPaths(doc: unknown, path = '$'): string[] {
+  if (Array.isArray(doc)) return [path, ...doc.flatMap((v, i) => jsonPaths(v, `${path}[${i}]`))];
+  if (doc !== null && typeof doc === 'object') return [path, ...Object.entries(doc).flatMap(([k, v]) => jsonPaths(v, `${path}.${JSON.stringify(k)}`))];
+  return [path];
 }
 
 const json = (v: unknown) => JSON.stringify(v, (_k, x) => (typeof x === 'bigint' ? `${x}n` : Buffer.isBuffer(x) ? `hex:${x.toString('hex')}` : x));
@@ -184,30 +192,24 @@ describeEachEngine('capture', 1, (ctx) => {
     expect(h.txns[0]!.changes[0]!.after).toEqual({ id: 20, v: 'after ddl', _lww_ts: 400, extra: 7 });
   });
 
-  it('events written before an ALTER TABLE are refused without column names in the binlog, and read exactly with them', async () => {
+  it('a source without binlog_row_metadata=FULL is refused at start; events written before an ALTER TABLE are read by their own column names', async () => {
     await conn.query('CREATE TABLE app.t2_drift (id INT PRIMARY KEY, a INT, _lww_ts BIGINT UNSIGNED NOT NULL)');
     const [[{ Value: original }]] = (await conn.query("SHOW GLOBAL VARIABLES LIKE 'binlog_row_metadata'")) as unknown as [[{ Value: string }]];
     try {
-      for (const metadata of ['MINIMAL', 'FULL']) {
-        await conn.query(`SET GLOBAL binlog_row_metadata = ${metadata}`);
-        const writer = await connect(url);
-        const from = await currentPosition(writer);
-        await writer.query('INSERT INTO app.t2_drift (id, a, _lww_ts) VALUES (?, 7, 1)', [metadata === 'FULL' ? 2 : 1]);
-        await writer.query('ALTER TABLE app.t2_drift ADD COLUMN b INT FIRST');
-        await writer.end();
-        const h = collector();
-        const cap = await capture(h, { from, tables: ['app.t2_drift'] });
-        if (metadata === 'MINIMAL') {
-          await expect(cap.done).rejects.toThrow(/binlog_row_metadata=FULL/);
-        } else {
-          await waitFor('the insert', () => h.txns.length >= 1);
-          expect(h.txns[0]!.changes[0]!.after).toEqual({ id: 2, a: 7, _lww_ts: 1 });
-        }
-        await conn.query('ALTER TABLE app.t2_drift DROP COLUMN b');
-      }
+      await conn.query('SET GLOBAL binlog_row_metadata = MINIMAL');
+      await expect(capture(collector(), { tables: ['app.t2_drift'] })).rejects.toThrow(/binlog_row_metadata is MINIMAL, must be FULL/);
     } finally {
       await conn.query(`SET GLOBAL binlog_row_metadata = ${original}`);
     }
+    const writer = await connect(url);
+    const from = await currentPosition(writer);
+    await writer.query('INSERT INTO app.t2_drift (id, a, _lww_ts) VALUES (2, 7, 1)');
+    await writer.query('ALTER TABLE app.t2_drift ADD COLUMN b INT FIRST');
+    await writer.end();
+    const h = collector();
+    await capture(h, { from, tables: ['app.t2_drift'] });
+    await waitFor('the insert', () => h.txns.length >= 1);
+    expect(h.txns[0]!.changes[0]!.after).toEqual({ id: 2, a: 7, _lww_ts: 1 });
   });
 
   it('a delete without its tombstone stops the capture with an error naming the table', async () => {
@@ -400,7 +402,67 @@ describeEachEngine('capture', 1, (ctx) => {
     );
     await waitFor('the insert', () => h.txns.length >= 1);
     const [rows] = await conn.query<RowDataPacket[]>('SELECT js FROM types.typed_json');
-    expect(h.txns[0]!.changes[0]!.after!.js).toBe(rows[0]!.js);
+    const js = h.txns[0]!.changes[0]!.after!.js;
+    expect(js instanceof TypedJson ? js.text : js).toBe(rows[0]!.js);
+  });
+
+  it('JSON keeps every scalar\'s type and text through capture and the sink: DECIMAL, DATE, TIME, DATETIME, unsigned, 64-bit integers, doubles', async () => {
+    await conn.query('CREATE TABLE types.jtyped (id INT PRIMARY KEY, js JSON, u INT UNSIGNED, _lww_ts BIGINT UNSIGNED NOT NULL)');
+    await conn.query('DROP DATABASE IF EXISTS types_json');
+    await conn.query('CREATE DATABASE types_json CHARACTER SET utf8mb4');
+    await conn.query('CREATE TABLE types_json.jtyped LIKE types.jtyped');
+    const h = collector();
+    await capture(h, { from: await currentPosition(conn), tables: ['types.jtyped'] });
+    await conn.query(
+      "INSERT INTO types.jtyped VALUES (1, JSON_OBJECT('dec', CAST(-1234567890.50 AS DECIMAL(20,2)), 'a \"b\".c', CAST('2024-01-02' AS DATE)," +
+        " 'dt', CAST('2024-01-02 03:04:05.5' AS DATETIME(6)), 't', CAST('-12:34:56.000001' AS TIME(6)), 'u', CAST(5 AS UNSIGNED), 'dbl', 3.0e0," +
+        " 'arr', JSON_ARRAY(1, 2.5e0, 'x', CAST(7 AS DECIMAL(3,0)), JSON_OBJECT('deep', CAST('0.001' AS DECIMAL(4,3))))), 1, 1)," +
+        " (2, '[9223372036854775807, -9223372036854775808, 18446744073709551615, 18446744073709551616, 9007199254740993, 0.1, 1e300, 5e-324, 1.2345678901234567e20, 100.0, -0.0, 1.0e-7]', 2, 1)," +
+        " (3, JSON_EXTRACT(JSON_ARRAY(CAST('2024-05-06' AS DATE)), '$[0]'), 3, 1)",
+    );
+    await conn.query('INSERT INTO types.jtyped SELECT 4, JSON_ARRAY(u, CAST(u AS DECIMAL(12,4))), u, 1 FROM types.jtyped WHERE id = 3');
+    await waitFor('the inserts', () => h.txns.length >= 2);
+    const sink = createSink({ target: url, metaSchema: 'lww_sink_meta', failpoints: '' });
+    const library = { big: 18446744073709551615n, neg: -9223372036854775808n, list: [9007199254740993n, 0.5], at: new Date(Date.UTC(2024, 0, 2)) };
+    try {
+      for (const txn of h.txns) await sink.write({ ...txn, changes: txn.changes.map((c) => ({ ...c, schema: 'types_json' })) });
+      // A library caller's BigInts inside a document are written exactly, not refused or rounded.
+      await sink.write({ sourceId: 'lib', position: '1', changes: [{ schema: 'types_json', table: 'jtyped', op: 'insert', after: { id: 5, js: library, u: null }, version: 1n }] });
+      await sink.flush();
+    } finally {
+      await sink.close();
+    }
+    const read = async (db: string) => (await conn.query<RowDataPacket[]>(`SELECT id, js FROM ${quoteIdent(db)}.jtyped ORDER BY id`))[0];
+    const source = await read('types');
+    const copied = await read('types_json');
+    expect(copied.filter((r) => r.id !== 5)).toEqual(source);
+    // JSON_TYPE of every scalar, by path, on both sides.
+    const types = async (db: string, id: number, paths: string[]) => {
+      const [rows] = await conn.query<RowDataPacket[]>(
+        `SELECT ${paths.map(() => 'JSON_TYPE(JSON_EXTRACT(js, ?))').join(', ')} FROM ${quoteIdent(db)}.jtyped WHERE id = ?`,
+        [...paths, id],
+      );
+      return Object.values(rows[0]!);
+    };
+    for (const r of source) {
+      const paths = jsonPaths(JSON.parse(String(r.js)));
+      expect(await types('types_json', r.id as number, paths)).toEqual(await types('types', r.id as number, paths));
+    }
+    const at = async (db: string, id: number, path: string) => (await types(db, id, [path]))[0];
+    if (ctx.engine === 'mysql') {
+      // The source really held typed scalars (what a text round trip would have lost).
+      expect(await at('types_json', 1, '$.dec')).toBe('DECIMAL');
+      expect(await at('types_json', 1, '$."a \\"b\\".c"')).toBe('DATE');
+      expect(await at('types_json', 1, '$.arr[4].deep')).toBe('DECIMAL');
+      expect(await at('types_json', 1, '$.u')).toBe('UNSIGNED INTEGER');
+      expect(await at('types_json', 3, '$')).toBe('DATE');
+      expect(await at('types_json', 4, '$[0]')).toBe('UNSIGNED INTEGER');
+      expect(await at('types_json', 5, '$.big')).toBe('UNSIGNED INTEGER');
+    }
+    const [[lib]] = await conn.query<RowDataPacket[]>(
+      "SELECT CAST(JSON_EXTRACT(js, '$.big') AS CHAR) AS big, CAST(JSON_EXTRACT(js, '$.neg') AS CHAR) AS neg, CAST(JSON_EXTRACT(js, '$.list[0]') AS CHAR) AS l0 FROM types_json.jtyped WHERE id = 5",
+    );
+    expect(lib).toEqual({ big: '18446744073709551615', neg: '-9223372036854775808', l0: '9007199254740993' });
   });
 
   it('captured transactions applied by the sink reproduce the table exactly', async () => {

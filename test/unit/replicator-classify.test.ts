@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { backoffDelay, retry } from '../../src/db/retry.ts';
-import { ApplyError, BinlogPositionError, CaptureError, InvalidChangeError, OwnershipLostError, UnknownColumnError, UnsafeSourceError, UnsafeSourceSettingError } from '../../src/errors.ts';
+import { ApplyError, BinlogPositionError, CaptureError, CaptureRefusedError, InvalidChangeError, OwnershipLostError, UnknownColumnError, UnsafeSourceError, UnsafeSourceSettingError } from '../../src/errors.ts';
 import { classifyFailure } from '../../src/replicator/classify.ts';
 
 const driver = (props: Record<string, unknown>, message = 'driver error') => Object.assign(new Error(message), props);
@@ -34,6 +34,7 @@ describe('the supervisor classifies what stopped a direction', () => {
       [new BinlogPositionError('binlog.000001:4', 'purged'), 'binlog not available'],
       [new UnsafeSourceError('db1', [new UnsafeSourceSettingError('binlog_format', 'STATEMENT', 'ROW')]), 'unsafe source setting'],
       [new CaptureError('statement-logged DELETE on db.t', 'binlog.000001:400'), 'capture refused'],
+      [new CaptureRefusedError('a statement-logged DELETE', 'db.t', 'binlog.000001:400', 'SET binlog_format=ROW', { cause: driver({ code: 'ECONNRESET' }) }), 'capture refused'],
       [new InvalidChangeError('too many rows'), 'change cannot be applied'],
       [new ApplyError('applying a batch failed on db.t: ER_DATA_TOO_LONG', 'db.t', 'ER_DATA_TOO_LONG', { cause: driver({ errno: 1406 }) }), 'ApplyError'],
       [new Error('something nobody expected'), 'unexpected error'],

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { advanceCheckpointSql, claimCheckpointSql } from '../../src/sql/checkpoint.ts';
 import { dialectFromVersion } from '../../src/sql/dialect.ts';
-import { deleteTombstoned, guardedDelete, keyPlaceholder, lockTombstones, lwwUpsert, plainDelete, readBackVersions, replaceRows, sameKeys, tombstonedKeys, upsertTombstones } from '../../src/sql/dml.ts';
+import { TypedJson } from '../../src/model/json.ts';
+import { deleteTombstoned, guardedDelete, keyPlaceholder, lockTombstones, lwwUpsert, plainDelete, readBackVersions, replaceRows, sameKeys, tombstonedKeys, typedJsonExpr, upsertTombstones } from '../../src/sql/dml.ts';
 import { quoteIdent } from '../../src/sql/quote.ts';
 import { metaSchemaDdl, tombstoneTableDdl } from '../../src/sql/templates.ts';
 
@@ -72,6 +73,23 @@ describe('LWW upsert', () => {
       `\`_lww_ts\` = IF(${newer}, VALUES(\`_lww_ts\`), \`db\`.\`t\`.\`_lww_ts\`)`;
     expect(lwwUpsert(shape, [[1, 'a', '10']], 'mariadb').sql).toBe(expected);
     expect(lwwUpsert(shape, [[1, 'a', '10']], 'tidb').sql).toBe(expected);
+  });
+  it('a typed JSON document is written as its text with each typed scalar cast back, in that row only', () => {
+    const doc = new TypedJson('{"d": 1.50, "a": ["2024-01-02"]}', [
+      { path: '$."d"', type: 'decimal', value: '1.50', precision: 3, scale: 2 },
+      { path: '$."a"[0]', type: 'date', value: '2024-01-02' },
+    ]);
+    const { sql, values } = lwwUpsert(shape, [[1, doc, '10'], [2, 'b', '11']], 'mysql');
+    expect(sql).toContain(
+      'VALUES (CAST(? AS SIGNED), JSON_SET(CAST(? AS JSON), ?, CAST(? AS DECIMAL(3,2)), ?, CAST(? AS DATE)), CAST(? AS DECIMAL(20,0))), (CAST(? AS SIGNED), ?, CAST(? AS DECIMAL(20,0)))',
+    );
+    expect(values).toEqual([1, doc.text, '$."d"', '1.50', '$."a"[0]', '2024-01-02', '10', 2, 'b', '11']);
+    expect(replaceRows(shape, [[1, doc, '10']]).sql).toBe(
+      'REPLACE INTO `db`.`t` (`id`, `name`, `_lww_ts`) VALUES (?, JSON_SET(CAST(? AS JSON), ?, CAST(? AS DECIMAL(3,2)), ?, CAST(? AS DATE)), ?)',
+    );
+    expect(typedJsonExpr(new TypedJson('[5]', [{ path: '$[0]', type: 'unsigned', value: '5' }])).sql).toBe('JSON_SET(CAST(? AS JSON), ?, CAST(? AS UNSIGNED))');
+    expect(() => typedJsonExpr(new TypedJson('1', [{ path: '$', type: 'decimal', value: '1', precision: 66, scale: 0 }]))).toThrow(/DECIMAL\(66,0\)/);
+    expect(() => lockTombstones(tomb, [[doc]])).toThrow(/typed JSON/);
   });
   it('a composite key is typed and guarded on every column', () => {
     const { sql } = lwwUpsert(composite, [['2024-01-01 10:00:00', 'A', 'x', '5']], 'mysql');

@@ -1,3 +1,4 @@
+import { TypedJson } from '../../src/model/json.ts';
 import { describe, expect, it } from 'vitest';
 import { InvalidChangeError } from '../../src/errors.ts';
 import { Failpoints, parseFailpointSpec, parseTerms } from '../../src/failpoints/failpoints.ts';
@@ -169,6 +170,15 @@ describe('values and names', () => {
     expect(toSqlValue(col('bigint', 'bigint unsigned'), 18446744073709551615n)).toBe('18446744073709551615');
     expect(toSqlValue(col('bit', 'bit(64)'), 2n ** 64n - 1n)).toEqual(Buffer.alloc(8, 0xff));
     expect(toSqlValue(col('json'), { b: 1, a: [1] })).toBe('{"b":1,"a":[1]}');
+    // BigInts inside a document keep every digit; the rest is what JSON.stringify writes.
+    expect(toSqlValue(col('json'), { u: 2n ** 64n - 1n, a: [-(2n ** 63n), undefined, 0.5], d: new Date(0), skip: undefined })).toBe(
+      '{"u":18446744073709551615,"a":[-9223372036854775808,null,0.5],"d":"1970-01-01T00:00:00.000Z"}',
+    );
+    // A typed document keeps its scalars on a MySQL JSON column, is its text on MariaDB's LONGTEXT.
+    const doc = new TypedJson('{"d": "2024-01-02"}', [{ path: '$."d"', type: 'date', value: '2024-01-02' }]);
+    expect(toSqlValue(col('json'), doc)).toBe(doc);
+    expect(toSqlValue({ ...col('longtext'), json: true }, doc)).toBe('{"d": "2024-01-02"}');
+    expect(() => toSqlValue(col('json'), new TypedJson('{"d": 1}', [{ path: '$."d"', type: 'date', value: '1); DROP' }]))).toThrow(/not a DATE/);
     expect(toSqlValue(col('datetime'), new Date(Date.UTC(2024, 0, 2, 3, 4, 5, 6)))).toBe('2024-01-02 03:04:05.006');
     expect(toSqlValue(col('set'), ['a', 'b'])).toBe('a,b');
     expect(() => toSqlValue(col('int', 'int', false), null)).toThrow(/NOT NULL/);
@@ -187,7 +197,10 @@ describe('values and names', () => {
     expect(toSqlValue(col('varchar', 'varchar(2)'), '😀😀')).toBe('😀😀');
     expect(() => toSqlValue(col('varbinary', 'varbinary(2)'), Buffer.alloc(3))).toThrow(/3 bytes/);
     expect(() => toSqlValue(col('json'), '{"a":')).toThrow(/JSON/);
-    expect(() => toSqlValue(col('json'), { a: 1n })).toThrow(/JSON/);
+    expect(() => toSqlValue(col('json'), { a: [Number.NaN] })).toThrow(/NaN is not a JSON number/);
+    const cyclic: Record<string, unknown> = {};
+    cyclic.self = cyclic;
+    expect(() => toSqlValue(col('json'), cyclic)).toThrow(/contains itself/);
     expect(() => toSqlValue({ ...col('longtext'), json: true }, 'nope')).toThrow(/JSON/);
     expect(() => toSqlValue(col('date'), '2023-02-29')).toThrow(/valid date/);
     expect(toSqlValue(col('date'), '2024-02-29')).toBe('2024-02-29');
