@@ -140,6 +140,26 @@ export class CaptureError extends LwwError {
   }
 }
 
+/**
+ * Capture met a change it cannot turn into exactly what the source did (a statement-logged DML, an
+ * unrepairable row image, a TRUNCATE, a value the target cannot take...). Permanent: reading the
+ * same binlog again meets it again, so a supervisor must stop the direction, not restart it.
+ * Carries the cause, the table, the position and what the operator should do.
+ */
+export class CaptureRefusedError extends CaptureError {
+  /** Restarting from the checkpoint reads the same event again: never retry this. */
+  readonly permanent = true;
+  constructor(
+    readonly reason: string,
+    readonly table: string | undefined,
+    position: string | undefined,
+    readonly remedy: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`capture stopped${table ? ` on ${table}` : ''} at ${position ?? 'an unknown position'}: ${reason}. What to do: ${remedy}`, position, options);
+  }
+}
+
 /** This server already stamps its writes with another node id; changing it needs an uninstall first. */
 export class NodeIdConflictError extends LwwError {
   constructor(

@@ -111,7 +111,8 @@ export class Direction {
         await this.runOnce();
       } catch (err) {
         // Lost ownership or a missing privilege: restarting cannot fix it, so stop loudly instead of looping.
-        if (err instanceof OwnershipLostError || isPrivilegeError(err)) {
+        // Nor can a permanent capture refusal (CaptureRefusedError): reading the same binlog again meets it again.
+        if (err instanceof OwnershipLostError || isPrivilegeError(err) || (err as { permanent?: unknown } | null)?.permanent === true) {
           this.state = 'failed';
           this.lastError = explainPrivilegeError(err) ?? (err as Error).message;
           log.error(`${this.name}: ${this.lastError}`);

@@ -65,17 +65,24 @@ export function countRowsSql(schema: string, table: string, key: readonly ReadCo
 export const ESTIMATED_ROWS_SQL = 'SELECT TABLE_ROWS AS `n` FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?';
 
 /**
- * Key and version of the given keys, without locks (the merge only plans with them; the sink decides
- * under its own locks). Bound: keys × key columns.
+ * The given columns of the rows with the given keys, without locks. Bound: keys × key columns.
  */
-export function lookupVersionsSql(schema: string, table: string, key: readonly ReadColumn[], versionColumn: string, keys: number): string {
+export function selectByKeysSql(schema: string, table: string, columns: readonly ReadColumn[], key: readonly ReadColumn[], keys: number): string {
   if (!Number.isInteger(keys) || keys <= 0) throw new Error(`lookup needs at least one key, got ${keys}`);
   const names = key.map(columnName);
   const where =
     key.length === 1
       ? `${quoteIdent(names[0]!)} IN (${new Array(keys).fill(keyPlaceholder(key[0]!)).join(', ')})`
       : `(${quoteList(names)}) IN (${new Array(keys).fill(`(${key.map(keyPlaceholder).join(', ')})`).join(', ')})`;
-  return `SELECT ${exactSelectList([...key, versionColumn])} FROM ${quoteTable(schema, table)} WHERE ${where}`;
+  return `SELECT ${exactSelectList(columns)} FROM ${quoteTable(schema, table)} WHERE ${where}`;
+}
+
+/**
+ * Key and version of the given keys, without locks (the merge only plans with them; the sink decides
+ * under its own locks). Bound: keys × key columns.
+ */
+export function lookupVersionsSql(schema: string, table: string, key: readonly ReadColumn[], versionColumn: string, keys: number): string {
+  return selectByKeysSql(schema, table, [...key, versionColumn], key, keys);
 }
 
 /**
