@@ -15,7 +15,9 @@
 -- SYSDATE(6) does not. A clock moved back is allowed (it only makes the session's writes older,
 -- like a slow clock; the hlc still goes above everything the write has seen).
 --
--- Every read that decides a version is a locking read (FOR UPDATE): it sees the latest committed
+-- Every read that decides a version is a locking read (FOR UPDATE): {{lock_tombstone_of_new}} /
+-- {{lock_tombstone_of_old}} raise lww_prev to the tombstone of NEW's / OLD's key, one fragment
+-- rendered by src/sql/triggers.ts. A locking read sees the latest committed
 -- row or tombstone, whatever the session's isolation level or earlier snapshot reads (REPEATABLE
 -- READ transactions that read before, READ COMMITTED). A locking read of a missing tombstone takes
 -- no gap lock under READ COMMITTED, so the insert and key-change paths check again AFTER the row
@@ -25,8 +27,7 @@
 -- Placeholders: {{name}} trigger, {{table}} schema.table, {{tombstone}} meta.tombstone table,
 -- {{secret}} meta.apply_secret, {{version}} version column (unqualified), {{row_version}} /
 -- {{tomb_version}} the version column qualified with its table, {{key_columns}} key column list,
--- {{old_key}} OLD's key values, {{row_key_is_new}} / {{tomb_key_is_new}} the table's /
--- tombstone's key equals NEW's, {{tomb_key_is_old}} the tombstone's key equals OLD's,
+-- {{old_key}} OLD's key values, {{row_key_is_new}} the table's key equals NEW's,
 -- {{key_unchanged}} NEW's key equals OLD's (with the key columns' collations, as the unique index
 -- compares them), {{now_us}}, {{node_id}}, {{max_physical}} (2^54).
 -- Column references are qualified so a column named like a local variable (lww_prev) stays a column.
@@ -47,7 +48,7 @@ BEGIN
     IF TIMESTAMPDIFF(MICROSECOND, SYSDATE(6), NOW(6)) > 1000000 THEN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lww: the session clock (SET TIMESTAMP) is ahead of the server clock; local writes are stamped with the server time';
     END IF;
-    SELECT COALESCE(MAX({{tomb_version}}), 0) INTO lww_prev FROM {{tombstone}} WHERE {{tomb_key_is_new}} FOR UPDATE;
+    {{lock_tombstone_of_new}}
     -- A row that a REPLACE will delete: read plainly first (no gap lock for the common new key),
     -- then, if there is one, with a shared lock (FOR UPDATE on the trigger's own table is refused),
     -- which sees its latest version past any earlier snapshot.
@@ -77,7 +78,7 @@ BEGIN
     SET lww_stamp = NOT (CAST(@lww_apply AS BINARY) <=> (SELECT CAST(secret AS BINARY) FROM {{secret}} WHERE singleton = 1));
   END IF;
   IF lww_stamp THEN
-    SELECT COALESCE(MAX({{tomb_version}}), 0) INTO lww_prev FROM {{tombstone}} WHERE {{tomb_key_is_new}} FOR UPDATE;
+    {{lock_tombstone_of_new}}
     IF lww_prev >= NEW.{{version}} THEN
       SIGNAL SQLSTATE '40001' SET MESSAGE_TEXT = 'lww: a replicated delete of this key committed while the insert ran; retry the transaction';
     END IF;
@@ -102,7 +103,7 @@ BEGIN
     END IF;
     SET lww_prev = OLD.{{version}};
     IF NOT ({{key_unchanged}}) THEN
-      SELECT GREATEST(lww_prev, COALESCE(MAX({{tomb_version}}), 0)) INTO lww_prev FROM {{tombstone}} WHERE {{tomb_key_is_new}} FOR UPDATE;
+      {{lock_tombstone_of_new}}
     END IF;
     SET lww_phys = GREATEST({{now_us}}, (lww_prev >> 10) + 1);
     IF lww_phys >= {{max_physical}} THEN
@@ -126,7 +127,7 @@ BEGIN
     SET lww_stamp = NOT (CAST(@lww_apply AS BINARY) <=> (SELECT CAST(secret AS BINARY) FROM {{secret}} WHERE singleton = 1));
   END IF;
   IF lww_stamp AND NOT ({{key_unchanged}}) THEN
-    SELECT COALESCE(MAX({{tomb_version}}), 0) INTO lww_prev FROM {{tombstone}} WHERE {{tomb_key_is_new}} FOR UPDATE;
+    {{lock_tombstone_of_new}}
     IF lww_prev >= NEW.{{version}} THEN
       SIGNAL SQLSTATE '40001' SET MESSAGE_TEXT = 'lww: a replicated delete of the new key committed while the update ran; retry the transaction';
     END IF;
@@ -150,7 +151,8 @@ BEGIN
     IF TIMESTAMPDIFF(MICROSECOND, SYSDATE(6), NOW(6)) > 1000000 THEN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lww: the session clock (SET TIMESTAMP) is ahead of the server clock; local writes are stamped with the server time';
     END IF;
-    SELECT GREATEST(OLD.{{version}}, COALESCE(MAX({{tomb_version}}), 0)) INTO lww_prev FROM {{tombstone}} WHERE {{tomb_key_is_old}} FOR UPDATE;
+    SET lww_prev = OLD.{{version}};
+    {{lock_tombstone_of_old}}
     SET lww_phys = GREATEST({{now_us}}, (lww_prev >> 10) + 1);
     IF lww_phys >= {{max_physical}} THEN
       SIGNAL SQLSTATE '22003' SET MESSAGE_TEXT = 'lww: version overflow (a stored version is near 2^64); refusing to wrap';
@@ -175,7 +177,8 @@ BEGIN
     SET lww_stamp = NOT (CAST(@lww_apply AS BINARY) <=> (SELECT CAST(secret AS BINARY) FROM {{secret}} WHERE singleton = 1));
   END IF;
   IF lww_stamp THEN
-    SELECT GREATEST(OLD.{{version}}, COALESCE(MAX({{tomb_version}}), 0)) INTO lww_prev FROM {{tombstone}} WHERE {{tomb_key_is_old}} FOR UPDATE;
+    SET lww_prev = OLD.{{version}};
+    {{lock_tombstone_of_old}}
     SET lww_v = (GREATEST({{now_us}}, (lww_prev >> 10) + 1) << 10) | {{node_id}};
 {{cascade_tombstones}}
   END IF;

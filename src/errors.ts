@@ -140,6 +140,26 @@ export class CaptureError extends LwwError {
   }
 }
 
+/**
+ * Capture met a change it cannot turn into exactly what the source did (a statement-logged DML, an
+ * unrepairable row image, a TRUNCATE, a value the target cannot take...). Permanent: reading the
+ * same binlog again meets it again, so a supervisor must stop the direction, not restart it.
+ * Carries the cause, the table, the position and what the operator should do.
+ */
+export class CaptureRefusedError extends CaptureError {
+  /** Restarting from the checkpoint reads the same event again: never retry this. */
+  readonly permanent = true;
+  constructor(
+    readonly reason: string,
+    readonly table: string | undefined,
+    position: string | undefined,
+    readonly remedy: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`capture stopped${table ? ` on ${table}` : ''} at ${position ?? 'an unknown position'}: ${reason}. What to do: ${remedy}`, position, options);
+  }
+}
+
 /** This server already stamps its writes with another node id; changing it needs an uninstall first. */
 export class NodeIdConflictError extends LwwError {
   constructor(
@@ -157,6 +177,19 @@ export class InstallRefusedError extends LwwError {
   }
 }
 
+/** A replication direction stopped on an error restarting cannot fix; `kind` names the cause (classify.ts). */
+export class DirectionFailedError extends LwwError {
+  constructor(
+    readonly direction: string,
+    readonly kind: string,
+    detail: string,
+    /** The error that stopped it (kept out of `cause`, so the message above is what gets printed). */
+    readonly error: unknown,
+  ) {
+    super(`replication ${direction} stopped (${kind}): ${detail}`);
+  }
+}
+
 /**
  * A merge or stream would have to decide a key below a node's tombstone GC horizon: the node may
  * have removed the tombstone that refuses the older version, so applying it could bring a deleted
@@ -165,6 +198,8 @@ export class InstallRefusedError extends LwwError {
  */
 export class HorizonCrossedError extends LwwError {
   readonly code = 'LWW_HORIZON_CROSSED';
+  /** Restarting meets it again: a direction fails instead of looping (replicator/classify.ts). */
+  readonly permanent = true;
   constructor(
     message: string,
     readonly source: string,

@@ -5,6 +5,7 @@ export type { CommitInfo, SinkOptions, SinkOptionsInput, Logger } from './writer
 export type { SinkStats, TableCounters } from './writer/stats.ts';
 export type { Op, Row, RowChange, SourceTransaction, SourceTransactionInput } from './model/change.ts';
 export type { TableMeta, ColumnMeta } from './model/table.ts';
+export { TypedJson, type TypedJsonScalar, type JsonScalarType } from './model/json.ts';
 export { parseVersion, makeVersion, nextVersion, nodeIdOf, physicalMicrosOf, MAX_VERSION, MAX_NODE_ID } from './model/version.ts';
 export { Failpoints, FAILPOINT_NAMES, type FailpointName, parseFailpointSpec } from './failpoints/failpoints.ts';
 export type { Dialect } from './sql/dialect.ts';

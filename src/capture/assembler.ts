@@ -4,13 +4,22 @@
 // by a sink (they write <meta>.checkpoints) dropped whole. Pure: no I/O, fed by reader.ts.
 // The history audit reads with `includeApplied`: sink-applied transactions are emitted too, marked,
 // with their tombstone writes, and a delete without a tombstone is reported instead of refused.
-import { CaptureError, MissingTombstoneError, UnsupportedTableError } from '../errors.ts';
+//
+// Fail closed (every event on a captured table becomes exactly the source's change, or capture stops):
+// - Large transactions are emitted in chunks (chunkRows / chunkBytes) that carry the transaction's
+//   *start* position; only the last chunk carries its end, so a crash mid-way replays it whole.
+// - Row images without every column (binlog_row_image MINIMAL/NOBLOB in a session) are marked for
+//   repair (reader.ts re-reads the row by key, repair.ts), never applied with the missing columns.
+// - Statement-logged DML and TRUNCATE of a captured table stop capture (CaptureRefusedError).
+// - XA: a prepared group is held until its XA COMMIT (and dropped at XA ROLLBACK); positions stay at
+//   the oldest open XA PREPARE's start, so a restart reads the group again.
+import { CaptureError, CaptureRefusedError, MissingTombstoneError, UnsupportedTableError } from '../errors.ts';
 import type { Row, RowChange, SourceTransaction } from '../model/change.ts';
 import { tombstoneTableName } from '../model/names.ts';
 import { parseVersion, VersionFormatError } from '../model/version.ts';
-import { type DdlKind, parseDdl } from './ddl.ts';
+import { type DdlKind, parseDdl, parseDml } from './ddl.ts';
 import type { TableFilter } from './filter.ts';
-import { type BinlogPosition, formatPosition } from './position.ts';
+import { type BinlogPosition, comparePositions, formatPosition } from './position.ts';
 
 /** The table every sink transaction writes its checkpoint to (see src/sql/checkpoint.ts). */
 export const CHECKPOINT_TABLE = 'checkpoints';
@@ -21,8 +30,12 @@ export type CaptureEvent =
   | { type: 'rotate'; file: string; offset: number }
   /** A transaction opens: a BEGIN query, or a MariaDB GTID event that is not standalone. */
   | { type: 'begin' }
-  | { type: 'rows'; schema: string; table: string; op: 'insert' | 'delete'; rows: Row[]; bytes: number }
-  | { type: 'rows'; schema: string; table: string; op: 'update'; rows: Array<{ before: Row; after: Row }>; bytes: number }
+  /**
+   * `partial`: the after images (inserts, updates) lack columns the binlog did not log (session
+   * binlog_row_image MINIMAL or NOBLOB); absent columns are left out of the rows, never null.
+   */
+  | { type: 'rows'; schema: string; table: string; op: 'insert' | 'delete'; rows: Row[]; bytes: number; partial?: boolean }
+  | { type: 'rows'; schema: string; table: string; op: 'update'; rows: Array<{ before: Row; after: Row }>; bytes: number; partial?: boolean }
   /**
    * A commit marker (XID event, or a COMMIT query); `nextPosition` is the offset after it,
    * `timestamp` the event header's time in ms (second resolution) when known.
@@ -30,8 +43,13 @@ export type CaptureEvent =
   | { type: 'commit'; nextPosition: number; timestamp?: number }
   /** Any other QUERY event (DDL, XA, GRANT...). */
   | { type: 'query'; query: string; schema: string; nextPosition: number; timestamp?: number }
-  /** XA PREPARE ends an event group without committing it. */
-  | { type: 'xa_prepare'; nextPosition: number }
+  /**
+   * XA PREPARE ends an event group without committing it (`onePhase`: XA COMMIT ... ONE PHASE, which
+   * commits it). `xid` in the form XA COMMIT/ROLLBACK statements print it: X'gtrid',X'bqual',formatId.
+   */
+  | { type: 'xa_prepare'; nextPosition: number; xid: string; onePhase: boolean }
+  /** A TABLE_MAP event: the transaction touches this table (its row events follow). */
+  | { type: 'table'; schema: string; table: string }
   /** The server is idle at `file:nextPosition`. */
   | { type: 'heartbeat'; file: string; nextPosition: number };
 
@@ -71,8 +89,12 @@ export interface TransactionDetails {
 }
 
 export type AssembledItem =
-  /** `details` only with `includeApplied`. */
-  | { kind: 'transaction'; txn: SourceTransaction; bytes: number; details?: TransactionDetails }
+  /**
+   * `details` only with `includeApplied`. `repairs`: indexes of changes whose after image is
+   * incomplete (re-read them from the source by key before applying). `continues`: a chunk of a
+   * larger source transaction; its position is the transaction's start, and more chunks follow.
+   */
+  | { kind: 'transaction'; txn: SourceTransaction; bytes: number; details?: TransactionDetails; repairs?: number[]; continues?: boolean }
   /** A committed transaction written by a sink (touched the checkpoint table): never emitted. `timestamp` as in TransactionDetails. */
   | { kind: 'dropped'; position: string; timestamp?: number }
   /** A committed transaction or statement with nothing for the captured tables. */
@@ -93,7 +115,15 @@ export interface AssemblerOptions {
    * MissingTombstoneError. Never for replication: applied transactions would loop.
    */
   includeApplied?: boolean;
+  /** Emit an open transaction in chunks of this many row changes. Default 2,000. */
+  chunkRows?: number;
+  /** ... or of this many binlog bytes. Default 16 MiB. */
+  chunkBytes?: number;
 }
+
+/** Default chunk bounds of a large source transaction (bounded memory in capture and sink). */
+export const DEFAULT_CHUNK_ROWS = 2000;
+export const DEFAULT_CHUNK_BYTES = 16 << 20;
 
 interface PendingChange {
   schema: string;
@@ -103,20 +133,40 @@ interface PendingChange {
   after?: Row;
   /** Undefined for deletes until commit, when the tombstone is known. */
   version?: bigint;
+  /** The after image lacks columns: re-read the row by key (see AssembledItem.repairs). */
+  partial?: boolean;
 }
 
 interface OpenTransaction {
   changes: PendingChange[];
   appliedBySink: boolean;
   /** Tombstone table → (key text → highest version written in this transaction). */
-  tombstones: Map<string, { keyColumns: string[]; versions: Map<string, bigint> }>;
+  tombstones: Map<string, { keyColumns: string[]; versions: Map<string, { version: bigint; key: Row }> }>;
   /** Tombstone rows in write order (kept with includeApplied only). */
   tombstoneWrites: TombstoneWrite[];
+  /** Binlog bytes of the changes not emitted yet. */
   bytes: number;
+  /** Chunks of it were emitted already, and how many changes they held. */
+  chunked: boolean;
+  emitted: number;
+  /** SAVEPOINT name (lower case) → changes count (emitted included) when it was set. */
+  savepoints?: Map<string, number>;
 }
 
 function openTransaction(): OpenTransaction {
-  return { changes: [], appliedBySink: false, tombstones: new Map(), tombstoneWrites: [], bytes: 0 };
+  return { changes: [], appliedBySink: false, tombstones: new Map(), tombstoneWrites: [], bytes: 0, chunked: false, emitted: 0 };
+}
+
+/** An XA transaction between its XA PREPARE and its XA COMMIT / ROLLBACK. */
+interface PreparedXa {
+  txn: OpenTransaction;
+  /** Where its group starts: the resume position while it is open. */
+  start: BinlogPosition;
+}
+
+/** The name of an XA transaction as XA COMMIT / XA ROLLBACK statements print it (spaces and case aside). */
+export function normalizeXid(text: string): string {
+  return text.replace(/\s+/g, '').toUpperCase();
 }
 
 /** Stable text of key values: buffers by bytes, everything else by its string form. */
@@ -131,20 +181,38 @@ function keyText(row: Row, columns: readonly string[]): string {
     .join('\u0001');
 }
 
-function startsWithKeyword(query: string, re: RegExp): boolean {
-  return re.test(query.replace(/^(\s|\/\*.*?\*\/)+/s, ''));
-}
-
 export class TransactionAssembler {
   private file: string | undefined;
   private boundary: BinlogPosition | undefined;
   private open: OpenTransaction | undefined;
+  /** Where the open transaction started (the boundary before it). */
+  private openStart: BinlogPosition | undefined;
+  private readonly prepared = new Map<string, PreparedXa>();
+  /** Tombstone table → the captured table it belongs to (from table maps read). */
+  private readonly tombstoneOwners = new Map<string, { schema: string; table: string }>();
+  private readonly seenTables = new Set<string>();
+  private readonly chunkRows: number;
+  private readonly chunkBytes: number;
 
-  constructor(private readonly options: AssemblerOptions) {}
+  constructor(private readonly options: AssemblerOptions) {
+    this.chunkRows = options.chunkRows ?? DEFAULT_CHUNK_ROWS;
+    this.chunkBytes = options.chunkBytes ?? DEFAULT_CHUNK_BYTES;
+  }
 
-  /** Position after the last complete transaction or statement read (where a reconnect resumes). */
+  /**
+   * Where reading resumes so nothing is lost: after the last complete transaction or statement read,
+   * or the start of the oldest XA transaction prepared but not yet committed (its rows are only in
+   * memory until then).
+   */
   get position(): string | undefined {
-    return this.boundary ? formatPosition(this.boundary) : undefined;
+    const p = this.resumePoint();
+    return p ? formatPosition(p) : undefined;
+  }
+
+  private resumePoint(): BinlogPosition | undefined {
+    let p = this.boundary;
+    for (const xa of this.prepared.values()) if (!p || comparePositions(xa.start, p) < 0) p = xa.start;
+    return p;
   }
 
   get inTransaction(): boolean {
@@ -156,12 +224,24 @@ export class TransactionAssembler {
     this.boundary = { ...p };
     this.file = p.file;
     this.open = undefined;
+    this.prepared.clear();
   }
 
-  /** Forgets a half-read transaction (the connection dropped); reading restarts at `position`. */
+  /**
+   * Forgets a half-read transaction and prepared XA groups (the connection dropped); reading
+   * restarts at `position`, which reads them again.
+   */
   reset(): void {
+    const p = this.resumePoint();
     this.open = undefined;
+    this.prepared.clear();
+    if (p) this.boundary = { ...p };
     this.file = undefined;
+  }
+
+  private begin(): void {
+    this.open = openTransaction();
+    this.openStart = this.boundary ? { ...this.boundary } : undefined;
   }
 
   /** Feeds one event; returns what it completes (usually nothing until a commit). */
@@ -173,18 +253,20 @@ export class TransactionAssembler {
         if (!this.open && !this.boundary) this.boundary = { file: event.file, offset: event.offset };
         return [];
       case 'begin':
-        if (this.open && (this.open.changes.length > 0 || this.open.appliedBySink)) {
+        if (this.open && (this.open.changes.length > 0 || this.open.appliedBySink || this.open.chunked)) {
           throw new CaptureError(`a transaction began before the previous one committed (after ${this.position ?? 'the start'})`, this.position);
         }
-        this.open = openTransaction();
+        this.begin();
         return [];
       case 'rows':
-        this.rows(event);
+        return this.rows(event);
+      case 'table':
+        this.noteTable(event.schema, event.table);
         return [];
       case 'commit':
         return this.commit(event.nextPosition, event.timestamp);
       case 'xa_prepare':
-        return this.xaPrepare(event.nextPosition);
+        return this.xaPrepare(event);
       case 'query':
         return this.query(event);
       case 'heartbeat':
@@ -195,26 +277,93 @@ export class TransactionAssembler {
     }
   }
 
-  private rows(event: Extract<CaptureEvent, { type: 'rows' }>): void {
+  private rows(event: Extract<CaptureEvent, { type: 'rows' }>): AssembledItem[] {
     // Row events always sit inside BEGIN..COMMIT; this only guards against a stream resumed mid-group.
-    this.open ??= openTransaction();
-    const txn = this.open;
+    if (!this.open) this.begin();
+    const txn = this.open!;
     txn.bytes += event.bytes;
     const { metaSchema } = this.options;
     if (event.schema === metaSchema) {
-      if (event.table === CHECKPOINT_TABLE) txn.appliedBySink = true;
-      else this.recordTombstones(txn, event);
-      return;
+      if (event.table === CHECKPOINT_TABLE) {
+        if (txn.chunked && !this.options.includeApplied) {
+          // Chunks of it were handed on as local changes: applying them back would loop.
+          throw new CaptureRefusedError(
+            `a transaction already handed on in chunks turned out to be written by a sink (it wrote ${metaSchema}.${CHECKPOINT_TABLE} late)`,
+            undefined,
+            this.position,
+            'the peer runs a sink that writes its checkpoint last; upgrade every replicator of this cluster to one version',
+          );
+        }
+        txn.appliedBySink = true;
+      } else this.recordTombstones(txn, event);
+      return [];
     }
-    if (!this.options.tables.includes(event.schema, event.table)) return;
+    if (!this.options.tables.includes(event.schema, event.table)) return [];
     const base = { schema: event.schema, table: event.table, op: event.op };
+    const partial = event.partial === true && event.op !== 'delete';
     if (event.op === 'update') {
-      for (const { before, after } of event.rows) txn.changes.push({ ...base, before, after, version: this.versionOf(event, after) });
+      for (const { before, after } of event.rows) txn.changes.push({ ...base, before, after, version: this.versionOf(event, after, partial), ...(partial ? { partial } : {}) });
     } else if (event.op === 'insert') {
-      for (const after of event.rows) txn.changes.push({ ...base, after, version: this.versionOf(event, after) });
+      for (const after of event.rows) txn.changes.push({ ...base, after, version: this.versionOf(event, after, partial), ...(partial ? { partial } : {}) });
     } else {
       for (const before of event.rows) txn.changes.push({ ...base, before });
     }
+    if (this.options.includeApplied || txn.appliedBySink) return [];
+    if (txn.changes.length < this.chunkRows && txn.bytes < this.chunkBytes) return [];
+    return this.chunk(txn);
+  }
+
+  /**
+   * Emits the changes of an open transaction that are complete: everything before its first delete
+   * whose tombstone has not been read yet (its trigger writes it right after the row). The chunk
+   * carries the position where the transaction started: the checkpoint reaches its end only with
+   * the commit. A crash replays it from the start; LWW makes that harmless.
+   */
+  private chunk(txn: OpenTransaction): AssembledItem[] {
+    const start = this.openStart ?? this.boundary;
+    if (!start) return [];
+    let ready = 0;
+    const versions: bigint[] = [];
+    for (; ready < txn.changes.length; ready++) {
+      const p = txn.changes[ready]!;
+      if (p.version !== undefined) {
+        versions.push(p.version);
+        continue;
+      }
+      const v = this.tombstoneVersion(txn, p, true);
+      if (v === undefined) break;
+      versions.push(v);
+    }
+    if (ready === 0) return [];
+    const taken = txn.changes.splice(0, ready);
+    const position = formatPosition(this.resumePointBefore(start));
+    const item = this.transactionItem(taken, versions, position, txn.bytes);
+    item.continues = true;
+    txn.bytes = 0;
+    txn.chunked = true;
+    txn.emitted += taken.length;
+    return [item];
+  }
+
+  /** A position at or before `p` that also keeps every open XA group readable. */
+  private resumePointBefore(p: BinlogPosition): BinlogPosition {
+    let out = p;
+    for (const xa of this.prepared.values()) if (comparePositions(xa.start, out) < 0) out = xa.start;
+    return out;
+  }
+
+  private transactionItem(pending: PendingChange[], versions: readonly bigint[], position: string, bytes: number): Extract<AssembledItem, { kind: 'transaction' }> {
+    const repairs: number[] = [];
+    const changes: RowChange[] = pending.map((p, i) => {
+      const change: RowChange = { schema: p.schema, table: p.table, op: p.op, version: versions[i]! };
+      if (p.before) change.before = p.before;
+      if (p.after) change.after = p.after;
+      if (p.partial) repairs.push(i);
+      return change;
+    });
+    const item: Extract<AssembledItem, { kind: 'transaction' }> = { kind: 'transaction', txn: { sourceId: this.options.sourceId, position, changes }, bytes };
+    if (repairs.length > 0) item.repairs = repairs;
+    return item;
   }
 
   /** Tombstone rows (any metadata table but the checkpoints): key columns are all but the version. */
@@ -231,17 +380,17 @@ export class TransactionAssembler {
       const version = this.versionOf(event, row);
       const key = keyText(row, tomb.keyColumns);
       const prev = tomb.versions.get(key);
-      if (prev === undefined || version > prev) tomb.versions.set(key, version);
-      if (this.options.includeApplied) {
-        const keyRow: Row = {};
-        for (const c of tomb.keyColumns) keyRow[c] = row[c];
-        txn.tombstoneWrites.push({ table: event.table, key: keyRow, version });
-      }
+      const keyRow: Row = {};
+      for (const c of tomb.keyColumns) keyRow[c] = row[c];
+      if (prev === undefined || version > prev.version) tomb.versions.set(key, { version, key: keyRow });
+      if (this.options.includeApplied) txn.tombstoneWrites.push({ table: event.table, key: keyRow, version });
     }
   }
 
-  private versionOf(event: { schema: string; table: string }, row: Row): bigint {
+  /** The row's version; 0 for an incomplete image without it (repair reads the row's own version). */
+  private versionOf(event: { schema: string; table: string }, row: Row, partial = false): bigint {
     const column = this.options.versionColumn;
+    if (partial && !(column in row)) return 0n;
     if (!(column in row)) {
       throw new UnsupportedTableError(event.schema, event.table, `its row images have no version column ${column}; run install for this table`);
     }
@@ -255,6 +404,12 @@ export class TransactionAssembler {
     }
   }
 
+  /** Moves the boundary past an event group; returns the position to emit with it (held back by open XA groups). */
+  private emitAt(nextPosition: number): string {
+    this.boundaryAt(nextPosition);
+    return formatPosition(this.resumePoint()!);
+  }
+
   private boundaryAt(nextPosition: number): string {
     if (this.file === undefined || nextPosition < 4) {
       throw new CaptureError(`cannot tell the binlog position after a commit (file ${this.file ?? 'unknown'}, offset ${nextPosition})`, this.position);
@@ -266,28 +421,29 @@ export class TransactionAssembler {
   private commit(nextPosition: number, timestamp?: number): AssembledItem[] {
     const txn = this.open;
     this.open = undefined;
-    const position = this.boundaryAt(nextPosition);
+    return this.finish(txn, this.emitAt(nextPosition), timestamp);
+  }
+
+  /** The items a committed transaction becomes, at `position`. */
+  private finish(txn: OpenTransaction | undefined, position: string, timestamp?: number): AssembledItem[] {
     const audit = this.options.includeApplied === true;
-    const empty = !txn || (txn.changes.length === 0 && !(audit && txn.tombstoneWrites.length > 0));
     const at = timestamp === undefined ? {} : { timestamp };
-    if (empty) return txn?.appliedBySink ? [{ kind: 'dropped', position, ...at }] : [{ kind: 'skipped', position, ...at }];
-    if (txn.appliedBySink && !audit) return [{ kind: 'dropped', position, ...at }];
+    if (txn?.appliedBySink && !audit) return [{ kind: 'dropped', position, ...at }];
     const untombstoned: number[] = [];
-    const changes: RowChange[] = txn.changes.map((p, index) => {
-      let version = p.version;
-      if (version === undefined) {
-        version = this.deleteVersion(txn, p, position, audit);
-        if (version === undefined) {
-          untombstoned.push(index);
-          version = this.versionOf(p, p.before!);
-        }
-      }
-      const change: RowChange = { schema: p.schema, table: p.table, op: p.op, version };
-      if (p.before) change.before = p.before;
-      if (p.after) change.after = p.after;
-      return change;
+    const versions = (txn?.changes ?? []).map((p, index) => {
+      if (p.version !== undefined) return p.version;
+      const version = this.deleteVersion(txn!, p, position, audit);
+      if (version !== undefined) return version;
+      untombstoned.push(index);
+      return this.versionOf(p, p.before!);
     });
-    const item: Extract<AssembledItem, { kind: 'transaction' }> = { kind: 'transaction', txn: { sourceId: this.options.sourceId, position, changes, ...(timestamp === undefined ? {} : { sourceTimeMs: timestamp }) }, bytes: txn.bytes };
+    if (txn && !audit) this.tombstonedOnly(txn, versions);
+    const empty = !txn || (txn.changes.length === 0 && !txn.chunked && !(audit && txn.tombstoneWrites.length > 0));
+    if (empty) return txn?.appliedBySink ? [{ kind: 'dropped', position, ...at }] : [{ kind: 'skipped', position, ...at }];
+    // The last chunk of a chunked transaction may be empty: it still moves the checkpoint to the end.
+    const item = this.transactionItem(txn.changes, versions, position, txn.bytes);
+    // Only the end carries the commit time (SourceTransaction.sourceTimeMs): earlier chunks keep the start position.
+    if (timestamp !== undefined) item.txn.sourceTimeMs = timestamp;
     if (audit) {
       item.details = { applied: txn.appliedBySink, untombstoned, tombstones: txn.tombstoneWrites };
       if (timestamp !== undefined) item.details.timestamp = timestamp;
@@ -295,40 +451,117 @@ export class TransactionAssembler {
     return [item];
   }
 
+  /**
+   * The version of the tombstone a transaction wrote for a delete's key, if it was read already.
+   * `consume` forgets it once used (bounded memory in large transactions; see tombstonedOnly).
+   */
+  private tombstoneVersion(txn: OpenTransaction, change: PendingChange, consume = false): bigint | undefined {
+    const tomb = txn.tombstones.get(tombstoneTableName(change.schema, change.table));
+    if (!tomb) return undefined;
+    const key = keyText(change.before!, tomb.keyColumns);
+    const found = tomb.versions.get(key);
+    if (consume) tomb.versions.delete(key);
+    return found?.version;
+  }
+
+  /**
+   * Tombstones a transaction wrote for keys of a captured table it did not delete itself become
+   * deletes too: rows removed by a foreign key's ON DELETE CASCADE, which MariaDB does not log (the
+   * parent's trigger wrote their tombstones). The peer then holds the tombstones as well, so a
+   * late older write of such a row stays deleted there.
+   */
+  private tombstonedOnly(txn: OpenTransaction, versions: bigint[]): void {
+    for (const [tombTable, tomb] of txn.tombstones) {
+      const owner = this.tombstoneOwners.get(tombTable);
+      if (!owner) continue;
+      for (const { version, key } of tomb.versions.values()) {
+        txn.changes.push({ schema: owner.schema, table: owner.table, op: 'delete', before: key, version });
+        versions.push(version);
+      }
+    }
+    txn.tombstones.clear();
+  }
+
+  /** A table map was read: remember which captured table a tombstone table belongs to. */
+  private noteTable(schema: string, table: string): void {
+    const id = `${schema}\u0000${table}`;
+    if (this.seenTables.has(id)) return;
+    this.seenTables.add(id);
+    if (schema === this.options.metaSchema || !this.options.tables.includes(schema, table)) return;
+    this.tombstoneOwners.set(tombstoneTableName(schema, table), { schema, table });
+  }
+
   /** The delete's version from its tombstone; undefined without one when `lenient`, else MissingTombstoneError. */
   private deleteVersion(txn: OpenTransaction, change: PendingChange, position: string, lenient: boolean): bigint | undefined {
-    const tombTable = tombstoneTableName(change.schema, change.table);
-    const tomb = txn.tombstones.get(tombTable);
-    const version = tomb ? tomb.versions.get(keyText(change.before!, tomb.keyColumns)) : undefined;
+    const version = this.tombstoneVersion(txn, change, !lenient);
     if (version === undefined && !lenient) {
-      throw new MissingTombstoneError(change.schema, change.table, `${this.options.metaSchema}.${tombTable}`, position);
+      throw new MissingTombstoneError(change.schema, change.table, `${this.options.metaSchema}.${tombstoneTableName(change.schema, change.table)}`, position);
     }
     return version;
   }
 
-  private xaPrepare(nextPosition: number): AssembledItem[] {
+  /**
+   * XA PREPARE: a one-phase commit commits here; otherwise the group waits for its XA COMMIT (or is
+   * dropped by its XA ROLLBACK). Until then the resume position stays at the group's start.
+   */
+  private xaPrepare(event: Extract<CaptureEvent, { type: 'xa_prepare' }>): AssembledItem[] {
+    if (event.onePhase) return this.commit(event.nextPosition);
     const txn = this.open;
+    const start = this.openStart ?? this.boundary;
     this.open = undefined;
-    if (txn && (txn.changes.length > 0 || txn.appliedBySink)) {
-      throw new CaptureError(
-        'an XA transaction changed captured tables; capture cannot order XA PREPARE/COMMIT groups and stops instead of guessing',
-        this.position,
+    const position = this.boundaryAt(event.nextPosition);
+    if (txn?.chunked) {
+      throw new CaptureRefusedError(
+        `XA transaction ${event.xid} is larger than one chunk (${this.chunkRows} rows / ${this.chunkBytes} bytes) and was prepared without a commit`,
+        undefined,
+        position,
+        'commit it (XA COMMIT) or split it; capture holds prepared XA transactions in memory and cannot stream one of this size',
       );
     }
-    return [{ kind: 'skipped', position: this.boundaryAt(nextPosition) }];
+    // Also an XA without captured changes: its XA COMMIT must be recognized after a restart.
+    if (start) this.prepared.set(normalizeXid(event.xid), { txn: txn ?? openTransaction(), start });
+    return [];
+  }
+
+  /** XA COMMIT / XA ROLLBACK of a prepared group (a group of its own). */
+  private xaEnd(xid: string, commit: boolean, nextPosition: number, timestamp?: number): AssembledItem[] {
+    const key = normalizeXid(xid.replace(/\s+ONE\s+PHASE\s*$/i, ''));
+    const xa = this.prepared.get(key);
+    this.prepared.delete(key);
+    const position = this.emitAt(nextPosition);
+    if (!xa) {
+      if (!commit) return [{ kind: 'skipped', position }];
+      // Prepared before the position capture started from: its rows were never read.
+      throw new CaptureRefusedError(
+        `XA COMMIT ${xid} commits a transaction prepared before the position capture started from, so its changes were never read`,
+        undefined,
+        position,
+        'run lww-sink sync for the tables it changed, then resume from a position after this XA COMMIT',
+      );
+    }
+    if (!commit) return [{ kind: xa.txn.appliedBySink ? 'dropped' : 'skipped', position }];
+    return this.finish(xa.txn, position, timestamp);
   }
 
   private query(event: Extract<CaptureEvent, { type: 'query' }>): AssembledItem[] {
     const q = event.query;
-    if (startsWithKeyword(q, /^(BEGIN|START\s+TRANSACTION|XA\s+START)\b/i)) return this.push({ type: 'begin' });
-    // A ROLLBACK query ends a group whose rows hit non-transactional tables: they stay changed, so
-    // the group is treated like a commit.
-    if (startsWithKeyword(q, /^(COMMIT|ROLLBACK)\s*$/i)) return this.commit(event.nextPosition, event.timestamp);
-    if (startsWithKeyword(q, /^(SAVEPOINT|ROLLBACK\s+TO|RELEASE\s+SAVEPOINT|XA\s+END)\b/i)) return [];
+    const head = q.replace(/^(\s|\/\*.*?\*\/)+/s, '');
+    if (/^(BEGIN|START\s+TRANSACTION|XA\s+START)\b/i.test(head)) return this.push({ type: 'begin' });
+    if (/^COMMIT\s*$/i.test(head)) return this.commit(event.nextPosition, event.timestamp);
+    if (/^ROLLBACK\s*$/i.test(head)) return this.rollback(event.nextPosition);
+    const xa = /^XA\s+(COMMIT|ROLLBACK)\s+(.*)$/is.exec(head);
+    if (xa) return this.xaEnd(xa[2]!, xa[1]!.toUpperCase() === 'COMMIT', event.nextPosition, event.timestamp);
+    const savepoint = /^(SAVEPOINT|ROLLBACK\s+(?:WORK\s+)?TO\s+(?:SAVEPOINT\s+)?)\s*(\S+)/i.exec(head);
+    if (savepoint) {
+      this.savepoint(savepoint[1]!.toUpperCase().startsWith('SAVEPOINT') ? 'set' : 'rollback', savepoint[2]!);
+      return [];
+    }
+    if (/^(RELEASE\s+SAVEPOINT|XA\s+END)\b/i.test(head)) return [];
+    this.refuseStatementDml(q, event.schema, event.nextPosition);
     const ddl = parseDdl(q, event.schema);
     const items: AssembledItem[] = [];
     // DDL normally is its own group; inside an open transaction it cannot be a resume point.
-    const position = this.open ? (this.position ?? '') : this.boundaryAt(event.nextPosition);
+    const position = this.open ? (this.position ?? '') : this.emitAt(event.nextPosition);
     if (ddl) {
       const { tables } = this.options;
       const seen = new Set<string>();
@@ -339,10 +572,81 @@ export class TransactionAssembler {
         const key = `${t.schema}\u0000${t.table}`;
         if (seen.has(key) || !tables.includes(t.schema, t.table)) continue;
         seen.add(key);
+        if (ddl.kind === 'truncate_table' && !this.options.includeApplied) {
+          throw new CaptureRefusedError(
+            'TRUNCATE TABLE removes rows without row events, tombstones or versions, so the peers cannot tell which of their rows it removed',
+            `${t.schema}.${t.table}`,
+            position,
+            `delete rows with DELETE (which replicates with tombstones) instead of TRUNCATE; to go on, truncate ${t.schema}.${t.table} on every node too, then resume from a position after this statement`,
+          );
+        }
         items.push({ kind: 'schema', change: { schema: t.schema, table: t.table, kind: ddl.kind, query: q, position } });
       }
     }
     if (items.length === 0 && !this.open) items.push({ kind: 'skipped', position, ...(event.timestamp === undefined ? {} : { timestamp: event.timestamp }) });
     return items;
+  }
+
+  /**
+   * A row change logged as a statement cannot be turned into exact row changes: stop, naming the
+   * session setting. Also when it names the metadata schema (a trigger of a captured table wrote
+   * its tombstones from a statement).
+   */
+  private refuseStatementDml(query: string, schema: string, nextPosition: number): void {
+    const dml = parseDml(query, schema);
+    if (!dml) return;
+    const hit = dml.names.find((n) => this.options.tables.includes(n.schema, n.table) || n.schema === this.options.metaSchema);
+    if (!hit) return;
+    const table = hit.schema === this.options.metaSchema ? undefined : `${hit.schema}.${hit.table}`;
+    throw new CaptureRefusedError(
+      `a ${dml.verb} was logged as a statement, not as row events (the writing session had binlog_format=STATEMENT or MIXED), so its row changes and versions are unknown`,
+      table,
+      `${this.position ?? ''} (event ending at ${this.file ?? '?'}:${nextPosition})`,
+      "never set binlog_format other than ROW in sessions writing replicated tables (SET SESSION binlog_format = 'ROW'); to go on, run lww-sink sync for the table, then resume from a position after this event",
+    );
+  }
+
+  /** A group that ends in ROLLBACK: only non-transactional changes are in it (they stayed); captured tables must not be among them. */
+  private rollback(nextPosition: number): AssembledItem[] {
+    const txn = this.open;
+    this.open = undefined;
+    const position = this.emitAt(nextPosition);
+    if (txn && (txn.changes.length > 0 || txn.chunked) && !this.options.includeApplied) {
+      const c = txn.changes[0];
+      throw new CaptureRefusedError(
+        'an event group that ends in ROLLBACK changed a captured table (a non-transactional table: its changes stayed although the transaction rolled back)',
+        c ? `${c.schema}.${c.table}` : undefined,
+        position,
+        'replicated tables must use a transactional engine (ALTER TABLE ... ENGINE=InnoDB); then run lww-sink sync for the table and resume from a position after this group',
+      );
+    }
+    return txn?.appliedBySink ? [{ kind: 'dropped', position }] : [{ kind: 'skipped', position }];
+  }
+
+  /**
+   * SAVEPOINT / ROLLBACK TO in the binlog (written when a transaction also changed a
+   * non-transactional table): the transactional rows after the savepoint were undone, so their
+   * changes are dropped.
+   */
+  private savepoint(action: 'set' | 'rollback', rawName: string): void {
+    const txn = this.open;
+    if (!txn) return;
+    const name = rawName.replace(/^`|`$/g, '').toLowerCase();
+    txn.savepoints ??= new Map();
+    if (action === 'set') {
+      txn.savepoints.set(name, txn.emitted + txn.changes.length);
+      return;
+    }
+    const mark = txn.savepoints.get(name);
+    if (mark === undefined) return;
+    if (mark < txn.emitted) {
+      throw new CaptureRefusedError(
+        `ROLLBACK TO SAVEPOINT ${rawName} undoes changes already handed on in a chunk of a large transaction`,
+        undefined,
+        this.position,
+        'keep transactions that roll back to savepoints smaller than one chunk, or raise the chunk size',
+      );
+    }
+    txn.changes.length = mark - txn.emitted;
   }
 }

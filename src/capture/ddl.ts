@@ -1,5 +1,6 @@
 // Recognizes DDL in binlog QUERY events and names the tables it touches, so capture can tell the
-// sink to refresh its metadata. Not a SQL parser: it reads the statement head and table names only.
+// sink to refresh its metadata; and recognizes row changes logged as statements (parseDml), which
+// capture cannot turn into exact changes. Not a SQL parser: it reads the statement head and names.
 
 export type DdlKind =
   | 'create_table'
@@ -212,4 +213,43 @@ function indexTarget(c: Cursor, kind: 'create_index' | 'drop_index', defaultSche
   if (!c.accept('ON')) return undefined;
   const t = c.qualifiedName(defaultSchema);
   return t ? { kind, tables: [t] } : undefined;
+}
+
+export interface DmlStatement {
+  /** INSERT, REPLACE, UPDATE, DELETE or LOAD. */
+  verb: string;
+  /**
+   * Every name the statement could refer to as a table (schema defaulted from the event): all
+   * `a.b` pairs and all bare words. An over-approximation on purpose: a statement-logged change of
+   * a captured table must never pass unnoticed.
+   */
+  names: Array<{ schema: string; table: string }>;
+}
+
+/** A data change logged as a statement (binlog_format STATEMENT or MIXED in the writing session), or undefined. */
+export function parseDml(query: string, defaultSchema: string): DmlStatement | undefined {
+  const tokens = tokenize(query, 4000);
+  let i = 0;
+  // WITH ... UPDATE/DELETE: the verb follows the common table expressions.
+  const first = tokens[0];
+  if (first?.kind !== 'word' || first.quoted) return undefined;
+  let verb = first.text.toUpperCase();
+  if (verb === 'WITH') {
+    const next = tokens.findIndex((t, k) => k > 0 && t.kind === 'word' && !t.quoted && /^(INSERT|REPLACE|UPDATE|DELETE)$/i.test(t.text));
+    if (next < 0) return undefined;
+    verb = (tokens[next] as { text: string }).text.toUpperCase();
+  }
+  if (!['INSERT', 'REPLACE', 'UPDATE', 'DELETE', 'LOAD'].includes(verb)) return undefined;
+  const names: Array<{ schema: string; table: string }> = [];
+  for (; i < tokens.length; i++) {
+    const t = tokens[i]!;
+    if (t.kind !== 'word') continue;
+    const dot = tokens[i + 1];
+    const second = tokens[i + 2];
+    if (dot?.kind === 'punct' && dot.text === '.' && second?.kind === 'word') {
+      names.push({ schema: t.text, table: second.text });
+      i += 2;
+    } else names.push({ schema: defaultSchema, table: t.text });
+  }
+  return { verb, names };
 }

@@ -13,7 +13,6 @@ export {
   currentPosition,
   headPosition,
   type SourceConnection,
-  sourceAdvisories,
   sourceSettings,
   unsafeSettings,
 } from './source.ts';

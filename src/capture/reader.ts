@@ -8,17 +8,19 @@
 //   that pauses the socket when the queue is full and resumes it when it has drained.
 // - Safety: the source's binlog settings are checked before every (re)connect; what would lose
 //   changes stops the capture with an error instead of being skipped.
+import { permanentServerError } from '../db/retry.ts';
 import ZongJi, { type AnyBinlogEvent } from '@vlasky/zongji';
 import type { ConnectionOptions } from 'mysql2';
 import { type Target, connect, describeTarget, parseUrl } from '../db/connection.ts';
-import { BinlogPositionError, CaptureError, InvalidOptionsError, UnsafeSourceError } from '../errors.ts';
+import { BinlogPositionError, CaptureError, CaptureRefusedError, InvalidOptionsError, UnsafeSourceError } from '../errors.ts';
 import type { Row, SourceTransaction } from '../model/change.ts';
 import { DUMP_SESSION_SQL } from '../sql/binlog.ts';
 import type { Logger } from '../writer/options.ts';
 import { type AssembledItem, type CaptureEvent, type SchemaChange, TransactionAssembler, type TransactionDetails } from './assembler.ts';
 import { type TableFilter, type TableSelector, tableFilter } from './filter.ts';
 import { parsePosition } from './position.ts';
-import { checkPositionAvailable, currentPosition, sourceAdvisories, sourceSettings, unsafeSettings } from './source.ts';
+import { RowImageRepairer } from './repair.ts';
+import { checkPositionAvailable, currentPosition, sourceSettings, unsafeSettings } from './source.ts';
 import { type ColumnShape, normalizeRow, TYPE_BLOB, TYPE_JSON } from './values.ts';
 
 /** What capture hands to the apply side. Each call is awaited before the next one is made. */
@@ -62,8 +64,12 @@ export interface CaptureOptions {
   connectTimeoutMs?: number;
   /** Pause reading when this many items wait for the handler. Default 256. */
   maxQueuedTransactions?: number;
-  /** ... or when their binlog bytes reach this. Default 64 MiB. */
+  /** ... or when their binlog bytes reach this. Default 16 MiB. */
   maxQueuedBytes?: number;
+  /** A larger source transaction is handed over in chunks of this many row changes. Default 2,000. */
+  chunkRows?: number;
+  /** ... or of this many binlog bytes. Default 16 MiB. */
+  chunkBytes?: number;
   /** Minimum time between keepalives for skipped/dropped transactions. Default 1000 ms. */
   keepaliveIntervalMs?: number;
   reconnect?: { maxAttempts?: number; initialDelayMs?: number; maxDelayMs?: number };
@@ -84,6 +90,10 @@ export interface CaptureStats {
   /** Transactions handed to onTransaction, and their row changes. */
   transactions: number;
   rows: number;
+  /** Chunks of large transactions handed over before their last one (counted in `transactions` too). */
+  chunks: number;
+  /** Changes with an incomplete row image replaced by the source's current row (or tombstone). */
+  repairedRows: number;
   /** Transactions applied by a sink (they wrote <meta>.checkpoints): not emitted, loop prevention. */
   dropped: number;
   /** Transactions and statements with nothing for the captured tables. */
@@ -103,7 +113,7 @@ export interface CaptureStats {
 }
 
 type QueueItem =
-  | { kind: 'transaction'; txn: SourceTransaction; bytes: number; details?: TransactionDetails }
+  | { kind: 'transaction'; txn: SourceTransaction; bytes: number; details?: TransactionDetails; repairs?: number[]; continues?: boolean }
   | { kind: 'schema'; change: SchemaChange; bytes: number }
   | { kind: 'keepalive'; position: string; bytes: number; sourceTimeMs?: number };
 
@@ -129,13 +139,16 @@ const RETRYABLE_CODES = new Set([
   'ER_SERVER_SHUTDOWN_IN_PROGRESS',
 ]);
 
-class ReadTimeoutError extends Error {}
+/** A silent stream: transient (the code tells src/db/retry.ts so). */
+class ReadTimeoutError extends Error {
+  readonly code = 'ETIMEDOUT';
+}
 
 function isRetryable(err: unknown): boolean {
   if (err instanceof ReadTimeoutError) return true;
   if (!(err instanceof Error)) return false;
   const e = err as Error & { code?: string; fatal?: boolean; errno?: number };
-  if (e.errno === 1236) return false; // the source cannot serve this binlog position
+  if (permanentServerError(err) !== undefined) return false; // purged binlog, missing privilege, login refused
   if (e.code && RETRYABLE_CODES.has(e.code)) return true;
   if (e.fatal === true) return true;
   return /Control connection unavailable|Connection lost|connect ETIMEDOUT|Can't add new command when connection is in closed state/i.test(e.message);
@@ -165,6 +178,7 @@ export class BinlogCapture {
   private readonly maxBytes: number;
   private readonly keepaliveIntervalMs: number;
   private readonly metaSchema: string;
+  private readonly repairer: RowImageRepairer;
 
   private zongji: ZongJi | undefined;
   /** Bumped per stream; events and errors of an older stream are ignored. */
@@ -181,7 +195,6 @@ export class BinlogCapture {
   private reconnecting = false;
   private readonly sleeper: { wake?: () => void } = {};
   private reconnectToken = 0;
-  private advised = false;
   private consumer: Promise<void> = Promise.resolve();
   private settle!: { resolve: () => void; reject: (e: unknown) => void };
   private failure: unknown;
@@ -189,6 +202,8 @@ export class BinlogCapture {
     deliveredPosition: undefined,
     transactions: 0,
     rows: 0,
+    chunks: 0,
+    repairedRows: 0,
     dropped: 0,
     skipped: 0,
     schemaChanges: 0,
@@ -212,6 +227,14 @@ export class BinlogCapture {
       metaSchema: this.metaSchema,
       versionColumn: options.versionColumn ?? '_lww_ts',
       includeApplied: options.includeApplied === true,
+      ...(options.chunkRows !== undefined ? { chunkRows: options.chunkRows } : {}),
+      ...(options.chunkBytes !== undefined ? { chunkBytes: options.chunkBytes } : {}),
+    });
+    this.repairer = new RowImageRepairer({
+      source: options.source,
+      metaSchema: this.metaSchema,
+      versionColumn: options.versionColumn ?? '_lww_ts',
+      connectTimeoutMs: options.connectTimeoutMs ?? 10_000,
     });
     this.log = options.logger ?? silent;
     this.dsn = typeof options.source === 'string' ? parseUrl(options.source) : (options.source as ConnectionOptions);
@@ -220,7 +243,8 @@ export class BinlogCapture {
     this.readTimeoutMs = options.readTimeoutMs ?? 4 * this.heartbeatMs;
     this.connectTimeoutMs = options.connectTimeoutMs ?? 10_000;
     this.maxQueued = options.maxQueuedTransactions ?? 256;
-    this.maxBytes = options.maxQueuedBytes ?? 64 * 1024 * 1024;
+    // Decoded rows take several times their binlog bytes in memory: this bounds the reader's share.
+    this.maxBytes = options.maxQueuedBytes ?? 16 * 1024 * 1024;
     this.keepaliveIntervalMs = options.keepaliveIntervalMs ?? 1000;
     this.done = new Promise<void>((resolve, reject) => {
       this.settle = { resolve, reject };
@@ -264,6 +288,7 @@ export class BinlogCapture {
       await this.consumer.catch(() => {});
       this.queue.length = 0;
       this.queuedBytes = 0;
+      await this.repairer.close();
       if (this.failure === undefined) this.settle.resolve();
     }
     await this.done.catch(() => {});
@@ -304,10 +329,6 @@ export class BinlogCapture {
       const settings = await sourceSettings(conn);
       const problems = unsafeSettings(settings);
       if (problems.length > 0) throw new UnsafeSourceError(describeTarget(this.options.source), problems);
-      if (!this.advised) {
-        this.advised = true;
-        for (const advice of sourceAdvisories(settings)) this.log.warn(advice, { source: describeTarget(this.options.source) });
-      }
       await checkPositionAvailable(conn, position);
     } finally {
       conn.destroy();
@@ -384,7 +405,11 @@ export class BinlogCapture {
     this.counters.events++;
     let items: AssembledItem[];
     try {
-      if (event.getTypeName() === 'TableMap') inspectTableMap(event as unknown as TableMapEventShape);
+      if (event.getTypeName() === 'TableMap') {
+        const map = event as unknown as TableMapEventShape;
+        inspectTableMap(map, this.assembler.position);
+        items = this.assembler.push({ type: 'table', schema: map.schemaName, table: map.tableName });
+      }
       const e = toCaptureEvent(event);
       if (!e) return;
       items = this.assembler.push(e);
@@ -489,14 +514,24 @@ export class BinlogCapture {
   private async deliver(item: QueueItem): Promise<void> {
     const h = this.options.handler;
     switch (item.kind) {
-      case 'transaction':
-        if (item.details) await h.onTransaction(item.txn, item.details);
-        else await h.onTransaction(item.txn);
+      case 'transaction': {
+        let txn = item.txn;
+        if (item.repairs && !this.options.includeApplied) {
+          txn = await this.repairer.repair(txn, item.repairs);
+          this.counters.repairedRows += item.repairs.length;
+          this.log.info('capture re-read rows whose binlog image was incomplete', { rows: item.repairs.length, position: txn.position });
+        }
+        if (item.details) await h.onTransaction(txn, item.details);
+        else await h.onTransaction(txn);
         this.counters.transactions++;
-        this.counters.rows += item.txn.changes.length;
-        this.counters.deliveredPosition = item.txn.position;
+        if (item.continues) this.counters.chunks++;
+        this.counters.rows += txn.changes.length;
+        this.counters.deliveredPosition = txn.position;
         return;
+      }
       case 'schema':
+        if (item.change.table !== undefined) this.repairer.refresh(item.change.schema, item.change.table);
+        else this.repairer.refresh(item.change.schema);
         await h.onSchemaChange?.(item.change);
         this.counters.schemaChanges++;
         if (item.change.position) this.counters.deliveredPosition = item.change.position;
@@ -623,29 +658,39 @@ interface TableMapEventShape {
   schemaName: string;
   tableName: string;
   tableMap?: unknown;
+  /** The column names the event carries (binlog_row_metadata=FULL), as of when it was written. */
+  columnNames?: string[];
 }
 
 /**
  * Checks and adjusts zongji's column list for a table, on every TABLE_MAP event (zongji rebuilds the
  * list from it before emitting it, ahead of the table's row events):
- * - Without binlog_row_metadata=FULL zongji takes column names from information_schema as of now;
- *   when the table has changed since the events were written, names would land on the wrong
- *   values, so capture stops instead.
+ * - Columns are named by the event's own metadata (binlog_row_metadata=FULL, required at start),
+ *   never by the table's definition now. Zongji does so itself except on MariaDB for tables with
+ *   temporal columns, where it reads information_schema; when that disagrees with the event (the
+ *   table changed since), the columns are put back in the event's order when only the order
+ *   changed, and capture stops otherwise.
+ * - An event without column names (written before FULL was set) of a table whose column count
+ *   changed since stops capture.
  * - Zongji renders MySQL JSON through JS values, which loses doubles holding integers, -0.0 and
  *   typed scalars; marked as binary BLOBs, the JSON columns arrive as raw documents that values.ts
  *   renders exactly.
  */
-function inspectTableMap(event: TableMapEventShape): void {
-  const entry = (event.tableMap as Record<number, ZongjiTableMap & { columnSchemas?: unknown[] }> | undefined)?.[event.tableId];
+function inspectTableMap(event: TableMapEventShape, position: string | undefined): void {
+  const entry = (event.tableMap as Record<number, ZongjiTableMap & { columnSchemas?: Array<{ COLUMN_NAME: string }> }> | undefined)?.[event.tableId];
   if (!entry) return;
+  const table = `${event.schemaName}.${event.tableName}`;
+  const names = event.columnNames;
   const known = entry.columnSchemas?.length ?? entry.columns?.length;
-  if (known !== undefined && known !== event.columnCount) {
-    throw new CaptureError(
-      `${event.schemaName}.${event.tableName} has ${known} columns now but ${event.columnCount} in the binlog being read: ` +
-        'its definition changed after these events were written and the binlog does not name its columns. ' +
-        'Set binlog_row_metadata=FULL on the source so new events carry column names, then resume from a position after the change',
+  if (!names && known !== undefined && known !== event.columnCount) {
+    throw new CaptureRefusedError(
+      `the table has ${known} columns now but ${event.columnCount} in the binlog being read, and the binlog does not name its columns (written before binlog_row_metadata=FULL was set)`,
+      table,
+      position,
+      'resume from a position written after binlog_row_metadata=FULL was set and the table changed, and run lww-sink sync for the table',
     );
   }
+  if (names && entry.columns?.some((c, i) => c.name !== names[i])) alignToEvent(entry, names, table, position);
   for (const col of entry.columns ?? []) {
     if (col.type === TYPE_JSON) {
       col.type = TYPE_BLOB;
@@ -653,6 +698,47 @@ function inspectTableMap(event: TableMapEventShape): void {
       col.lwwJson = true;
     }
   }
+}
+
+/** Puts information_schema's column details in the event's column order, or refuses when they are not the same columns. */
+function alignToEvent(entry: ZongjiTableMap & { columnSchemas?: Array<{ COLUMN_NAME: string }> }, names: readonly string[], table: string, position: string | undefined): void {
+  const schemas = entry.columnSchemas ?? [];
+  const byName = new Map(schemas.map((c) => [c.COLUMN_NAME, c]));
+  const columns = entry.columns!;
+  if (schemas.length !== names.length || names.some((n) => !byName.has(n))) {
+    throw new CaptureRefusedError(
+      `the binlog names the columns ${names.join(', ')} but the table now has ${schemas.map((c) => c.COLUMN_NAME).join(', ')}: columns were renamed, added or dropped since these events were written, and this engine's decoder needs the current definition`,
+      table,
+      position,
+      'apply the same schema change on every node, run lww-sink sync for the table, then resume from a position after the ALTER TABLE',
+    );
+  }
+  entry.columnSchemas = names.map((n) => byName.get(n)!);
+  const charsets = new Map(schemas.map((c) => [c.COLUMN_NAME, (c as { CHARACTER_SET_NAME?: string | null }).CHARACTER_SET_NAME ?? null]));
+  columns.forEach((c, i) => {
+    c.name = names[i]!;
+    c.charset = charsets.get(c.name) ?? null;
+  });
+}
+
+interface RowsEventShape {
+  tableId: number;
+  tableMap: Record<number, ZongjiTableMap>;
+  rows: unknown[];
+  size: number;
+  /** Which columns the (before) image holds, one bit per column; the after image's for updates in the second. */
+  columns_present_bitmap?: Buffer;
+  columns_present_bitmap2?: Buffer;
+}
+
+/** Names of the columns a row image does not hold (binlog_row_image MINIMAL/NOBLOB), or undefined when it holds all. */
+function absentColumns(map: ZongjiTableMap, bitmap: Buffer | undefined): ReadonlySet<string> | undefined {
+  if (!bitmap || !map.columns) return undefined;
+  const absent = new Set<string>();
+  map.columns.forEach((c, i) => {
+    if ((bitmap[i >> 3]! & (1 << (i & 7))) === 0) absent.add(c.name);
+  });
+  return absent.size > 0 ? absent : undefined;
 }
 
 /** zongji's event → the assembler's event; undefined for events grouping does not need. */
@@ -670,8 +756,11 @@ function toCaptureEvent(event: AnyBinlogEvent): CaptureEvent | undefined {
       return { type: 'commit', nextPosition: event.nextPosition, timestamp: event.timestamp };
     case 'MariadbGtid':
       return (event as Extract<AnyBinlogEvent, { standalone: boolean }>).standalone ? undefined : { type: 'begin' };
-    case 'XaPrepare':
-      return { type: 'xa_prepare', nextPosition: event.nextPosition };
+    case 'XaPrepare': {
+      const e = event as unknown as { onePhase: boolean; xidFormatId: number; xidGtrid: Buffer; xidBqual: Buffer };
+      const xid = `X'${e.xidGtrid.toString('hex')}',X'${e.xidBqual.toString('hex')}',${e.xidFormatId}`;
+      return { type: 'xa_prepare', nextPosition: event.nextPosition, xid, onePhase: e.onePhase };
+    }
     case 'Heartbeat': {
       const e = event as Extract<AnyBinlogEvent, { binlogName: string }>;
       return { type: 'heartbeat', file: e.binlogName, nextPosition: event.nextPosition };
@@ -679,18 +768,24 @@ function toCaptureEvent(event: AnyBinlogEvent): CaptureEvent | undefined {
     case 'WriteRows':
     case 'DeleteRows':
     case 'UpdateRows': {
-      const e = event as unknown as { tableId: number; tableMap: Record<number, ZongjiTableMap>; rows: unknown[]; size: number };
+      const e = event as unknown as RowsEventShape;
       const map = e.tableMap[e.tableId];
       if (!map) return undefined;
       const columns: ColumnShape[] | undefined = map.columns?.map((c) => ({ name: c.name, type: c.lwwJson ? TYPE_JSON : c.type }));
       const name = event.getTypeName();
       const base = { type: 'rows' as const, schema: map.parentSchema, table: map.tableName, bytes: e.size };
+      // Zongji reads a column the image does not hold as null: those are left out instead.
+      const absentBefore = absentColumns(map, e.columns_present_bitmap);
       if (name === 'UpdateRows') {
-        const rows = (e.rows as Array<{ before: Row; after: Row }>).map((r) => ({ before: normalizeRow(r.before, columns), after: normalizeRow(r.after, columns) }));
-        return { ...base, op: 'update', rows };
+        const absentAfter = absentColumns(map, e.columns_present_bitmap2);
+        const rows = (e.rows as Array<{ before: Row; after: Row }>).map((r) => ({
+          before: normalizeRow(r.before, columns, absentBefore),
+          after: normalizeRow(r.after, columns, absentAfter),
+        }));
+        return { ...base, op: 'update', rows, ...(absentAfter ? { partial: true } : {}) };
       }
-      const rows = (e.rows as Row[]).map((r) => normalizeRow(r, columns));
-      return { ...base, op: name === 'WriteRows' ? 'insert' : 'delete', rows };
+      const rows = (e.rows as Row[]).map((r) => normalizeRow(r, columns, absentBefore));
+      return { ...base, op: name === 'WriteRows' ? 'insert' : 'delete', rows, ...(absentBefore ? { partial: true } : {}) };
     }
     default:
       return undefined;

@@ -32,10 +32,16 @@ function normalizeValue(type: number, value: unknown): unknown {
   return value;
 }
 
-/** A row image with every column's value in the form toSqlValue stores exactly. */
-export function normalizeRow(row: Row, columns: readonly ColumnShape[] | undefined): Row {
+/**
+ * A row image with every column's value in the form toSqlValue stores exactly; columns in `absent`
+ * (not in the binlog's image) are left out, so they can never be taken for NULLs.
+ */
+export function normalizeRow(row: Row, columns: readonly ColumnShape[] | undefined, absent?: ReadonlySet<string>): Row {
   const out: Row = {};
   const types = new Map(columns?.map((c) => [c.name, c.type]));
-  for (const [name, value] of Object.entries(row)) out[name] = normalizeValue(types.get(name) ?? -1, value);
+  for (const [name, value] of Object.entries(row)) {
+    if (absent?.has(name)) continue;
+    out[name] = normalizeValue(types.get(name) ?? -1, value);
+  }
   return out;
 }

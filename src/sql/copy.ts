@@ -75,11 +75,18 @@ export function countRowsSql(schema: string, table: string, key: readonly ReadCo
 export const ESTIMATED_ROWS_SQL = 'SELECT TABLE_ROWS AS `n` FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?';
 
 /**
+ * The given columns of the rows with the given keys, without locks. Bound: keys × key columns.
+ */
+export function selectByKeysSql(schema: string, table: string, columns: readonly ReadColumn[], key: readonly ReadColumn[], keys: number): string {
+  return `SELECT ${exactSelectList(columns)} FROM ${quoteTable(schema, table)} WHERE ${keysInClause(key, keys)}`;
+}
+
+/**
  * Key and version of the given keys, without locks (the merge only plans with them; the sink decides
  * under its own locks). Bound: keys × key columns.
  */
 export function lookupVersionsSql(schema: string, table: string, key: readonly ReadColumn[], versionColumn: string, keys: number): string {
-  return `SELECT ${exactSelectList([...key, versionColumn])} FROM ${quoteTable(schema, table)} WHERE ${keysInClause(key, keys)}`;
+  return selectByKeysSql(schema, table, [...key, versionColumn], key, keys);
 }
 
 /**

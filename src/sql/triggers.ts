@@ -118,8 +118,8 @@ export function triggerDefinitions(target: TriggerTarget): TriggerDefinition[] {
     key_columns: quoteList(key),
     old_key: key.map(ofOld).join(', '),
     row_key_is_new: pairs(ofTable, ofNew),
-    tomb_key_is_new: pairs(ofTomb, ofNew),
-    tomb_key_is_old: pairs(ofTomb, ofOld),
+    lock_tombstone_of_new: lockTombstone(tombstone, ofTomb(target.versionColumn), pairs(ofTomb, ofNew)),
+    lock_tombstone_of_old: lockTombstone(tombstone, ofTomb(target.versionColumn), pairs(ofTomb, ofOld)),
     key_unchanged: pairs(ofNew, ofOld),
     now_us: NOW_MICROS_SQL,
     node_id: String(target.nodeId),
@@ -141,6 +141,14 @@ export function triggerDefinitions(target: TriggerTarget): TriggerDefinition[] {
     const create = `${head}\n${body}`;
     return { ...k, name, body, create };
   });
+}
+
+/**
+ * The one tombstone read of the triggers: raises lww_prev to the version of the key's tombstone,
+ * as a locking read (the latest committed tombstone, whatever the isolation level or snapshot).
+ */
+export function lockTombstone(tombstone: string, tombVersion: string, keyMatch: string): string {
+  return `SELECT GREATEST(lww_prev, COALESCE(MAX(${tombVersion}), 0)) INTO lww_prev FROM ${tombstone} WHERE ${keyMatch} FOR UPDATE;`;
 }
 
 /** The UPDATE + INSERT that raise or write the tombstones of one foreign key's cascaded child rows. */

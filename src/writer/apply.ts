@@ -1,10 +1,11 @@
-// Executes one target transaction: per table, tombstones before deletes, guarded deletes, then the
-// LWW upsert (version guard and key assignment decided by the server's key comparison, then — only
-// when it inserted rows — the removal of inserted rows a tombstone covers), rows clashing on a
-// secondary UNIQUE key retried and then replayed in source order; then the checkpoint advance for
-// every source in the batch; then commit. Counts are returned, never merged here.
+// Executes one target transaction: the checkpoint advance for every source in the batch first (a
+// capture then knows from the transaction's first row event that a sink wrote it); then per table,
+// tombstones before deletes, guarded deletes, then the LWW upsert (version guard and key assignment
+// decided by the server's key comparison, then — only when it inserted rows — the removal of
+// inserted rows a tombstone covers), rows clashing on a secondary UNIQUE key retried and then
+// replayed in source order; then commit. Counts are returned, never merged here.
 //
-// Round trips of a batch of one table in the steady state: the upsert, the checkpoint, COMMIT (the
+// Round trips of a batch of one table in the steady state: the checkpoint, the upsert, COMMIT (the
 // transaction starts implicitly: the apply connection runs with autocommit off); plus one when
 // rows were inserted.
 //
@@ -308,12 +309,9 @@ export async function applyBatch(ctx: ApplyContext, plans: TablePlan[], advances
   const tables = new Map<string, TableCounters>();
   if (!ctx.implicitBegin) await ctx.conn.query('BEGIN');
   try {
-    for (const plan of plans) {
-      const counts = emptyCounters();
-      tables.set(`${plan.meta.schema}.${plan.meta.table}`, counts);
-      if (ctx.bypass) await applyTableBypass(ctx, plan, counts);
-      else await applyTableLww(ctx, plan, counts);
-    }
+    // The checkpoint first: a capture reading this transaction from the binlog knows from its first
+    // row event that a sink wrote it, before it could hand any part of it on (no loops, see
+    // capture/assembler.ts chunks). It commits with the data all the same.
     for (const a of advances) {
       const res = await run(ctx, `${ctx.metaSchema}.checkpoints`, {
         sql: advanceCheckpointSql(ctx.metaSchema),
@@ -323,6 +321,12 @@ export async function applyBatch(ctx: ApplyContext, plans: TablePlan[], advances
         const [rows] = await ctx.conn.query<RowDataPacket[]>(readCheckpointSql(ctx.metaSchema), [a.sourceId]);
         throw new OwnershipLostError(a.sourceId, a.epoch, BigInt((rows[0]?.owner_epoch as string | undefined) ?? '0'));
       }
+    }
+    for (const plan of plans) {
+      const counts = emptyCounters();
+      tables.set(`${plan.meta.schema}.${plan.meta.table}`, counts);
+      if (ctx.bypass) await applyTableBypass(ctx, plan, counts);
+      else await applyTableLww(ctx, plan, counts);
     }
     await ctx.conn.query('COMMIT');
   } catch (err) {

@@ -12,6 +12,7 @@ import { connect } from '../../src/db/connection.ts';
 import { ensureMetaSchema } from '../../src/install/provision.ts';
 import { enterApplySessionSql } from '../../src/sql/install.ts';
 import { quoteIdent, quoteTable } from '../../src/sql/quote.ts';
+import { type Random, randomInt, seededRandom, shuffle } from '../../src/harness/random.ts';
 import { freshDatabase } from '../helpers/db.ts';
 import { describeEachEngine } from '../helpers/engines.ts';
 
@@ -19,17 +20,6 @@ const DB = 'chk_gen';
 const CASES = 1000;
 const TABLES = 4;
 const ROWS = 400;
-
-function prng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 type Kind = 'int' | 'uint' | 'float' | 'double' | 'decimal' | 'bit' | 'json' | 'geometry' | 'blob' | 'text' | 'datetime' | 'time' | 'date' | 'year' | 'char' | 'varchar' | 'binary' | 'varbinary' | 'enum' | 'set';
 
@@ -97,12 +87,12 @@ function nextDouble(x: number): number {
 type Model = { kind: Kind; v: unknown } | null;
 
 interface Gen {
-  r: () => number;
+  r: Random;
   mysql: boolean;
 }
 
 function int(g: Gen, lo: number, hi: number): number {
-  return lo + Math.floor(g.r() * (hi - lo + 1));
+  return randomInt(g.r, lo, hi + 1);
 }
 function pick<T>(g: Gen, xs: readonly T[]): T {
   return xs[Math.floor(g.r() * xs.length)]!;
@@ -338,11 +328,11 @@ describeEachEngine('state check on generated differences', 2, (ctx) => {
   it(`reports exactly the ${CASES} injected single-column differences, each in its column, and nothing else`, async () => {
     const seed = Number(process.env.LWW_GEN_SEED ?? Date.now() % 1_000_000);
     console.log(`[${ctx.engine}] generated differences, LWW_GEN_SEED=${seed}`);
-    const g: Gen = { r: prng(seed), mysql: ctx.engine === 'mysql' };
+    const g: Gen = { r: seededRandom(seed), mysql: ctx.engine === 'mysql' };
     const [a, b] = conns as [Connection, Connection];
     const tables = Array.from({ length: TABLES }, (_, t) => {
       // Every type, in a random order, behind one of the key shapes.
-      const columns = [...VALUE_COLUMNS].sort(() => g.r() - 0.5);
+      const columns = shuffle(g.r, VALUE_COLUMNS);
       return { name: `t${t}`, shape: KEY_SHAPES[t % KEY_SHAPES.length]!, columns };
     });
     await Promise.all(

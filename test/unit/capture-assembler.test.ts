@@ -4,7 +4,7 @@ import { tableFilter } from '../../src/capture/filter.ts';
 import { decimalText, formatDouble, mysqlJsonToText, mysqlJsonValue } from '../../src/capture/mysql-json.ts';
 import { TypedJson } from '../../src/model/json.ts';
 import { normalizeRow } from '../../src/capture/values.ts';
-import { CaptureError, MissingTombstoneError, UnsupportedTableError } from '../../src/errors.ts';
+import { CaptureRefusedError, MissingTombstoneError, UnsupportedTableError } from '../../src/errors.ts';
 
 const V1 = '1844674407370955161'; // above 2^53: zongji hands it over as a decimal string
 
@@ -148,16 +148,131 @@ describe('grouping binlog events into transactions', () => {
     expect(feed(a, [{ type: 'begin' }, { type: 'heartbeat', file: 'binlog.000001', nextPosition: 100 }])).toEqual([]);
   });
 
-  it('an XA transaction on captured tables stops capture instead of guessing', () => {
+  it('an XA transaction is applied at its XA COMMIT, at that position; until then positions stay at its start', () => {
     const a = assembler();
-    expect(() =>
+    const xid = "X'7831',X'',1";
+    expect(
       feed(a, [
-        { type: 'query', query: "XA START 'x'", schema: '', nextPosition: 0 },
+        { type: 'query', query: "XA START X'7831',X'',1", schema: '', nextPosition: 0 },
         insert('app', 't', { id: 1, _lww_ts: 5 }),
-        { type: 'query', query: "XA END 'x'", schema: '', nextPosition: 0 },
-        { type: 'xa_prepare', nextPosition: 700 },
+        { type: 'query', query: "XA END X'7831',X'',1", schema: '', nextPosition: 0 },
+        { type: 'xa_prepare', nextPosition: 700, xid, onePhase: false },
       ]),
-    ).toThrow(CaptureError);
+    ).toEqual([]);
+    expect(a.position).toBe('binlog.000001:100');
+    // A transaction committed meanwhile is emitted at the held-back position: a restart must read the XA group again.
+    const other = feed(a, [{ type: 'begin' }, insert('app', 't', { id: 2, _lww_ts: 6 }), { type: 'commit', nextPosition: 800 }]);
+    expect(other[0]!.kind === 'transaction' && other[0]!.txn.position).toBe('binlog.000001:100');
+    const committed = feed(a, [{ type: 'query', query: "XA COMMIT X'7831',X'',1", schema: '', nextPosition: 900 }]);
+    expect(committed).toHaveLength(1);
+    const item = committed[0]!;
+    expect(item.kind === 'transaction' && item.txn).toEqual({ sourceId: 'A', position: 'binlog.000001:900', changes: [{ schema: 'app', table: 't', op: 'insert', after: { id: 1, _lww_ts: 5 }, version: 5n }] });
+    expect(a.position).toBe('binlog.000001:900');
+  });
+
+  it('an XA ROLLBACK drops the prepared group; a one-phase XA COMMIT commits at its prepare event', () => {
+    const a = assembler();
+    const xid = "X'7832',X'',1";
+    feed(a, [{ type: 'begin' }, insert('app', 't', { id: 1, _lww_ts: 5 }), { type: 'xa_prepare', nextPosition: 700, xid, onePhase: false }]);
+    expect(feed(a, [{ type: 'query', query: "XA ROLLBACK X'7832', X'', 1", schema: '', nextPosition: 750 }])).toEqual([{ kind: 'skipped', position: 'binlog.000001:750' }]);
+    const one = feed(a, [{ type: 'begin' }, insert('app', 't', { id: 3, _lww_ts: 7 }), { type: 'xa_prepare', nextPosition: 800, xid: "X'33',X'',1", onePhase: true }]);
+    expect(one[0]!.kind === 'transaction' && one[0]!.txn.position).toBe('binlog.000001:800');
+  });
+
+  it('an XA COMMIT of a transaction prepared before the start position stops capture', () => {
+    const a = assembler();
+    expect(() => feed(a, [{ type: 'query', query: "XA COMMIT X'01',X'',1", schema: '', nextPosition: 200 }])).toThrow(CaptureRefusedError);
+  });
+
+  it('a group that ends in ROLLBACK is never applied: with changes of a captured table capture stops', () => {
+    const a = assembler();
+    expect(feed(a, [{ type: 'begin' }, insert('other', 't', { id: 1, _lww_ts: 5 }), { type: 'query', query: 'ROLLBACK', schema: '', nextPosition: 200 }])).toEqual([
+      { kind: 'skipped', position: 'binlog.000001:200' },
+    ]);
+    expect(() => feed(a, [{ type: 'begin' }, insert('app', 't', { id: 1, _lww_ts: 5 }), { type: 'query', query: 'ROLLBACK', schema: '', nextPosition: 300 }])).toThrow(/ends in ROLLBACK/);
+  });
+
+  it('rows after a savepoint that was rolled back to are dropped', () => {
+    const a = assembler();
+    const items = feed(a, [
+      { type: 'begin' },
+      insert('app', 't', { id: 1, _lww_ts: 5 }),
+      { type: 'query', query: 'SAVEPOINT `s1`', schema: '', nextPosition: 0 },
+      insert('app', 't', { id: 2, _lww_ts: 6 }),
+      { type: 'query', query: 'ROLLBACK TO `s1`', schema: '', nextPosition: 0 },
+      { type: 'commit', nextPosition: 400 },
+    ]);
+    expect(items[0]!.kind === 'transaction' && items[0]!.txn.changes.map((c) => c.after!.id)).toEqual([1]);
+  });
+
+  it('statement-logged DML and TRUNCATE of a captured table stop capture, naming the table and the session setting', () => {
+    const a = assembler(['app.t']);
+    expect(feed(a, [{ type: 'begin' }, { type: 'query', query: 'UPDATE other.t SET a = 1', schema: 'app', nextPosition: 0 }, { type: 'commit', nextPosition: 200 }])).toEqual([
+      { kind: 'skipped', position: 'binlog.000001:200' },
+    ]);
+    for (const query of ['UPDATE t SET a = 7 WHERE id = 1', 'DELETE FROM `app`.`t`', 'insert into app.t values (1)', 'WITH x AS (SELECT 1) UPDATE t SET a = 1']) {
+      const b = assembler(['app.t']);
+      expect(() => feed(b, [{ type: 'begin' }, { type: 'query', query, schema: 'app', nextPosition: 0 }]), query).toThrow(/app\.t.*binlog_format=STATEMENT/s);
+    }
+    const c = assembler(['app.t']);
+    expect(() => feed(c, [{ type: 'query', query: 'TRUNCATE TABLE t', schema: 'app', nextPosition: 300 }])).toThrow(CaptureRefusedError);
+    expect(() => feed(c, [{ type: 'query', query: 'TRUNCATE TABLE t', schema: 'app', nextPosition: 300 }])).toThrow(/TRUNCATE.*app\.t/s);
+  });
+
+  it('a large transaction is emitted in chunks that carry its start position; the last one carries its end', () => {
+    const a = new TransactionAssembler({ sourceId: 'A', tables: tableFilter(['app']), metaSchema: 'lww_meta', versionColumn: '_lww_ts', chunkRows: 3 });
+    a.resumeFrom({ file: 'binlog.000001', offset: 100 });
+    const events: CaptureEvent[] = [{ type: 'begin' }];
+    for (let i = 1; i <= 7; i++) events.push(insert('app', 't', { id: i, _lww_ts: i }));
+    // A delete waits in the open chunk until its tombstone has been read.
+    events.push(del('app', 't', { id: 1, _lww_ts: 1 }), insert('app', 't', { id: 9, _lww_ts: 9 }), insert('lww_meta', 'tomb__app__t', { id: 1, _lww_ts: 10 }));
+    events.push({ type: 'commit', nextPosition: 900 });
+    const items = feed(a, events);
+    const txns = items.flatMap((i) => (i.kind === 'transaction' ? [i] : []));
+    expect(txns.map((t) => [t.txn.position, t.continues === true, t.txn.changes.length])).toEqual([
+      ['binlog.000001:100', true, 3],
+      ['binlog.000001:100', true, 3],
+      ['binlog.000001:100', true, 1],
+      ['binlog.000001:900', false, 2],
+    ]);
+    expect(txns[3]!.txn.changes.map((c) => [c.op, c.version])).toEqual([
+      ['delete', 10n],
+      ['insert', 9n],
+    ]);
+  });
+
+  it('tombstones written for rows the transaction did not delete itself (cascades MariaDB does not log) become deletes', () => {
+    const a = assembler(['app.p', 'app.c']);
+    const items = feed(a, [
+      { type: 'table', schema: 'app', table: 'c' },
+      { type: 'table', schema: 'app', table: 'p' },
+      { type: 'begin' },
+      insert('lww_meta', 'tomb__app__c', { id: 10, _lww_ts: 50 }, { id: 11, _lww_ts: 50 }),
+      del('app', 'p', { id: 1, n: 1, _lww_ts: 3 }),
+      insert('lww_meta', 'tomb__app__p', { id: 1, _lww_ts: 50 }),
+      // A tombstone of a table this capture does not read stays unemitted.
+      insert('lww_meta', 'tomb__app__other', { id: 5, _lww_ts: 50 }),
+      { type: 'commit', nextPosition: 400 },
+    ]);
+    const item = items[0]!;
+    expect(item.kind === 'transaction' && item.txn.changes).toEqual([
+      { schema: 'app', table: 'p', op: 'delete', before: { id: 1, n: 1, _lww_ts: 3 }, version: 50n },
+      { schema: 'app', table: 'c', op: 'delete', before: { id: 10 }, version: 50n },
+      { schema: 'app', table: 'c', op: 'delete', before: { id: 11 }, version: 50n },
+    ]);
+  });
+
+  it('an incomplete after image is marked for repair and its absent columns are left out, never null', () => {
+    const a = assembler();
+    const items = feed(a, [
+      { type: 'begin' },
+      { type: 'rows', schema: 'app', table: 't', op: 'update', rows: [{ before: { id: 1 }, after: { a: 5, _lww_ts: 9 } }], bytes: 10, partial: true },
+      insert('app', 't', { id: 2, a: 1, _lww_ts: 3 }),
+      { type: 'commit', nextPosition: 300 },
+    ]);
+    const item = items[0]!;
+    expect(item.kind === 'transaction' && item.repairs).toEqual([0]);
+    expect(normalizeRow({ id: 1, a: null, b: null }, undefined, new Set(['b']))).toEqual({ id: 1, a: null });
   });
 
   it('a half-read transaction is forgotten on reset, and the position stays at the last boundary', () => {

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { parseDdl } from '../../src/capture/ddl.ts';
 import { tableFilter } from '../../src/capture/filter.ts';
 import { bytesBetween, comparePositions, formatPosition, parsePosition } from '../../src/capture/position.ts';
-import { sourceAdvisories, unsafeSettings } from '../../src/capture/source.ts';
+import { unsafeSettings } from '../../src/capture/source.ts';
 import { BinlogPositionError, InvalidOptionsError, UnsafeSourceSettingError } from '../../src/errors.ts';
 import { binlogStatusSql } from '../../src/sql/binlog.ts';
 
@@ -146,9 +146,12 @@ describe('source settings', () => {
     expect(unsafeSettings(all).map((p) => p.setting)).toEqual(['binlog_format', 'binlog_row_image']);
   });
 
-  it('advises binlog_row_metadata=FULL without refusing to start', () => {
-    expect(unsafeSettings(new Map([...safe, ['binlog_row_metadata', 'MINIMAL']]))).toEqual([]);
-    expect(sourceAdvisories(new Map([...safe, ['binlog_row_metadata', 'MINIMAL']]))[0]).toMatch(/binlog_row_metadata is MINIMAL: set it to FULL/);
-    expect(sourceAdvisories(new Map([...safe, ['binlog_row_metadata', 'FULL']]))).toEqual([]);
+  it('refuses binlog_row_metadata other than FULL: row events must name their columns', () => {
+    for (const value of ['MINIMAL', 'NO_LOG']) {
+      const [problem] = unsafeSettings(new Map([...safe, ['binlog_row_metadata', value]]));
+      expect(problem?.setting).toBe('binlog_row_metadata');
+      expect(problem?.message).toMatch(new RegExp(`binlog_row_metadata is ${value}, must be FULL`));
+    }
+    expect(unsafeSettings(new Map([...safe, ['binlog_row_metadata', 'FULL']]))).toEqual([]);
   });
 });

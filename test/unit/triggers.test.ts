@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { triggerDefinitions, type TriggerTarget } from '../../src/sql/triggers.ts';
+import { lockTombstone, triggerDefinitions, type TriggerTarget } from '../../src/sql/triggers.ts';
 
 const items: TriggerTarget = {
   schema: 'shop',
@@ -14,123 +14,18 @@ const items: TriggerTarget = {
 const NOW = "CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) AS UNSIGNED)";
 const TOMB = '`lww_meta`.`tomb__shop__items`';
 
-const EXPECTED_BI = `CREATE TRIGGER \`shop\`.\`lww_bi__items\` BEFORE INSERT ON \`shop\`.\`items\` FOR EACH ROW
-BEGIN
-  DECLARE lww_stamp BOOLEAN DEFAULT TRUE;
-  DECLARE lww_prev BIGINT UNSIGNED DEFAULT 0;
-  DECLARE lww_row BIGINT UNSIGNED DEFAULT NULL;
-  DECLARE lww_phys BIGINT UNSIGNED DEFAULT 0;
-  IF @lww_apply IS NOT NULL THEN
-    SET lww_stamp = NOT (CAST(@lww_apply AS BINARY) <=> (SELECT CAST(secret AS BINARY) FROM \`lww_meta\`.\`apply_secret\` WHERE singleton = 1));
-  END IF;
-  IF lww_stamp THEN
-    IF TIMESTAMPDIFF(MICROSECOND, SYSDATE(6), NOW(6)) > 1000000 THEN
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lww: the session clock (SET TIMESTAMP) is ahead of the server clock; local writes are stamped with the server time';
-    END IF;
-    SELECT COALESCE(MAX(${TOMB}.\`_lww_ts\`), 0) INTO lww_prev FROM ${TOMB} WHERE ${TOMB}.\`id\` = NEW.\`id\` FOR UPDATE;
-    SELECT MAX(\`shop\`.\`items\`.\`_lww_ts\`) INTO lww_row FROM \`shop\`.\`items\` WHERE \`shop\`.\`items\`.\`id\` = NEW.\`id\`;
-    IF lww_row IS NOT NULL THEN
-      SELECT MAX(\`shop\`.\`items\`.\`_lww_ts\`) INTO lww_row FROM \`shop\`.\`items\` WHERE \`shop\`.\`items\`.\`id\` = NEW.\`id\` LOCK IN SHARE MODE;
-    END IF;
-    SET lww_phys = GREATEST(${NOW}, (lww_prev >> 10) + 1);
-    IF lww_row IS NOT NULL THEN
-      SET lww_phys = GREATEST(lww_phys, (lww_row >> 10) + 1) + 1;
-    END IF;
-    IF lww_phys >= 18014398509481984 THEN
-      SIGNAL SQLSTATE '22003' SET MESSAGE_TEXT = 'lww: version overflow (a stored version is near 2^64); refusing to wrap';
-    END IF;
-    SET NEW.\`_lww_ts\` = (lww_phys << 10) | 7;
-  END IF;
-END`;
-
-const EXPECTED_AI = `CREATE TRIGGER \`shop\`.\`lww_ai__items\` AFTER INSERT ON \`shop\`.\`items\` FOR EACH ROW
-BEGIN
-  DECLARE lww_stamp BOOLEAN DEFAULT TRUE;
-  DECLARE lww_prev BIGINT UNSIGNED DEFAULT 0;
-  IF @lww_apply IS NOT NULL THEN
-    SET lww_stamp = NOT (CAST(@lww_apply AS BINARY) <=> (SELECT CAST(secret AS BINARY) FROM \`lww_meta\`.\`apply_secret\` WHERE singleton = 1));
-  END IF;
-  IF lww_stamp THEN
-    SELECT COALESCE(MAX(${TOMB}.\`_lww_ts\`), 0) INTO lww_prev FROM ${TOMB} WHERE ${TOMB}.\`id\` = NEW.\`id\` FOR UPDATE;
-    IF lww_prev >= NEW.\`_lww_ts\` THEN
-      SIGNAL SQLSTATE '40001' SET MESSAGE_TEXT = 'lww: a replicated delete of this key committed while the insert ran; retry the transaction';
-    END IF;
-  END IF;
-END`;
-
-const EXPECTED_BU = `CREATE TRIGGER \`shop\`.\`lww_bu__items\` BEFORE UPDATE ON \`shop\`.\`items\` FOR EACH ROW
-BEGIN
-  DECLARE lww_stamp BOOLEAN DEFAULT TRUE;
-  DECLARE lww_prev BIGINT UNSIGNED DEFAULT 0;
-  DECLARE lww_phys BIGINT UNSIGNED DEFAULT 0;
-  DECLARE lww_v BIGINT UNSIGNED DEFAULT 0;
-  IF @lww_apply IS NOT NULL THEN
-    SET lww_stamp = NOT (CAST(@lww_apply AS BINARY) <=> (SELECT CAST(secret AS BINARY) FROM \`lww_meta\`.\`apply_secret\` WHERE singleton = 1));
-  END IF;
-  IF lww_stamp THEN
-    IF TIMESTAMPDIFF(MICROSECOND, SYSDATE(6), NOW(6)) > 1000000 THEN
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lww: the session clock (SET TIMESTAMP) is ahead of the server clock; local writes are stamped with the server time';
-    END IF;
-    SET lww_prev = OLD.\`_lww_ts\`;
-    IF NOT (NEW.\`id\` = OLD.\`id\`) THEN
-      SELECT GREATEST(lww_prev, COALESCE(MAX(${TOMB}.\`_lww_ts\`), 0)) INTO lww_prev FROM ${TOMB} WHERE ${TOMB}.\`id\` = NEW.\`id\` FOR UPDATE;
-    END IF;
-    SET lww_phys = GREATEST(${NOW}, (lww_prev >> 10) + 1);
-    IF lww_phys >= 18014398509481984 THEN
-      SIGNAL SQLSTATE '22003' SET MESSAGE_TEXT = 'lww: version overflow (a stored version is near 2^64); refusing to wrap';
-    END IF;
-    SET lww_v = (lww_phys << 10) | 7;
-    SET NEW.\`_lww_ts\` = lww_v;
-    IF NOT (NEW.\`id\` = OLD.\`id\`) THEN
-      INSERT INTO ${TOMB} (\`id\`, \`_lww_ts\`) VALUES (OLD.\`id\`, lww_v)
-        ON DUPLICATE KEY UPDATE ${TOMB}.\`_lww_ts\` = GREATEST(${TOMB}.\`_lww_ts\`, lww_v);
-    END IF;
-  END IF;
-END`;
-
-const EXPECTED_AU = `CREATE TRIGGER \`shop\`.\`lww_au__items\` AFTER UPDATE ON \`shop\`.\`items\` FOR EACH ROW
-BEGIN
-  DECLARE lww_stamp BOOLEAN DEFAULT TRUE;
-  DECLARE lww_prev BIGINT UNSIGNED DEFAULT 0;
-  IF @lww_apply IS NOT NULL THEN
-    SET lww_stamp = NOT (CAST(@lww_apply AS BINARY) <=> (SELECT CAST(secret AS BINARY) FROM \`lww_meta\`.\`apply_secret\` WHERE singleton = 1));
-  END IF;
-  IF lww_stamp AND NOT (NEW.\`id\` = OLD.\`id\`) THEN
-    SELECT COALESCE(MAX(${TOMB}.\`_lww_ts\`), 0) INTO lww_prev FROM ${TOMB} WHERE ${TOMB}.\`id\` = NEW.\`id\` FOR UPDATE;
-    IF lww_prev >= NEW.\`_lww_ts\` THEN
-      SIGNAL SQLSTATE '40001' SET MESSAGE_TEXT = 'lww: a replicated delete of the new key committed while the update ran; retry the transaction';
-    END IF;
-  END IF;
-END`;
-
-const EXPECTED_AD = `CREATE TRIGGER \`shop\`.\`lww_ad__items\` AFTER DELETE ON \`shop\`.\`items\` FOR EACH ROW
-BEGIN
-  DECLARE lww_stamp BOOLEAN DEFAULT TRUE;
-  DECLARE lww_prev BIGINT UNSIGNED DEFAULT 0;
-  DECLARE lww_phys BIGINT UNSIGNED DEFAULT 0;
-  DECLARE lww_v BIGINT UNSIGNED DEFAULT 0;
-  IF @lww_apply IS NOT NULL THEN
-    SET lww_stamp = NOT (CAST(@lww_apply AS BINARY) <=> (SELECT CAST(secret AS BINARY) FROM \`lww_meta\`.\`apply_secret\` WHERE singleton = 1));
-  END IF;
-  IF lww_stamp THEN
-    IF TIMESTAMPDIFF(MICROSECOND, SYSDATE(6), NOW(6)) > 1000000 THEN
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lww: the session clock (SET TIMESTAMP) is ahead of the server clock; local writes are stamped with the server time';
-    END IF;
-    SELECT GREATEST(OLD.\`_lww_ts\`, COALESCE(MAX(${TOMB}.\`_lww_ts\`), 0)) INTO lww_prev FROM ${TOMB} WHERE ${TOMB}.\`id\` = OLD.\`id\` FOR UPDATE;
-    SET lww_phys = GREATEST(${NOW}, (lww_prev >> 10) + 1);
-    IF lww_phys >= 18014398509481984 THEN
-      SIGNAL SQLSTATE '22003' SET MESSAGE_TEXT = 'lww: version overflow (a stored version is near 2^64); refusing to wrap';
-    END IF;
-    SET lww_v = (lww_phys << 10) | 7;
-    INSERT INTO ${TOMB} (\`id\`, \`_lww_ts\`) VALUES (OLD.\`id\`, lww_v)
-      ON DUPLICATE KEY UPDATE ${TOMB}.\`_lww_ts\` = GREATEST(${TOMB}.\`_lww_ts\`, lww_v);
-  END IF;
-END`;
+const V = '`_lww_ts`';
+const LOCK_NEW = `SELECT GREATEST(lww_prev, COALESCE(MAX(${TOMB}.${V}), 0)) INTO lww_prev FROM ${TOMB} WHERE ${TOMB}.\`id\` = NEW.\`id\` FOR UPDATE;`;
+const LOCK_OLD = LOCK_NEW.replace('= NEW.', '= OLD.');
+const count = (text: string, part: string) => text.split(part).length - 1;
 
 describe('trigger text', () => {
-  it('renders the five triggers of a one-column-key table exactly', () => {
+  it('the tombstone read is one fragment: a locking read raising lww_prev to the key\'s tombstone', () => {
+    expect(lockTombstone(TOMB, `${TOMB}.${V}`, `${TOMB}.\`id\` = NEW.\`id\``)).toBe(LOCK_NEW);
+  });
+
+  it('renders the five triggers of a one-column-key table, each reading the tombstone of the key it writes with that fragment alone', () => {
     const defs = triggerDefinitions(items);
-    expect(defs.map((d) => d.create)).toEqual([EXPECTED_BI, EXPECTED_AI, EXPECTED_BU, EXPECTED_AU, EXPECTED_AD]);
     expect(defs.map((d) => [d.name, d.timing, d.event])).toEqual([
       ['lww_bi__items', 'BEFORE', 'INSERT'],
       ['lww_ai__items', 'AFTER', 'INSERT'],
@@ -138,6 +33,39 @@ describe('trigger text', () => {
       ['lww_au__items', 'AFTER', 'UPDATE'],
       ['lww_ad__items', 'AFTER', 'DELETE'],
     ]);
+    expect(defs.map((d) => [count(d.body, LOCK_NEW), count(d.body, LOCK_OLD), count(d.body, 'FOR UPDATE')])).toEqual([
+      [1, 0, 1],
+      [1, 0, 1],
+      [1, 0, 1],
+      [1, 0, 1],
+      [0, 1, 1],
+    ]);
+    for (const d of defs) {
+      expect(d.create).not.toContain('{{');
+      expect(d.create.split('\n')[0]).toBe(`CREATE TRIGGER \`shop\`.\`${d.name}\` ${d.timing} ${d.event} ON \`shop\`.\`items\` FOR EACH ROW`);
+      // Only a session holding this node's apply secret keeps its version.
+      expect(d.body).toContain('SET lww_stamp = NOT (CAST(@lww_apply AS BINARY) <=> (SELECT CAST(secret AS BINARY) FROM `lww_meta`.`apply_secret` WHERE singleton = 1));');
+    }
+    const [bi, ai, bu, au, ad] = defs.map((d) => d.body) as [string, string, string, string, string];
+    // Stamping triggers: server clock only, node id in the low bits, no wrap.
+    for (const body of [bi, bu, ad]) {
+      expect(body).toContain('IF TIMESTAMPDIFF(MICROSECOND, SYSDATE(6), NOW(6)) > 1000000 THEN');
+      expect(body).toContain(`SET lww_phys = GREATEST(${NOW}, (lww_prev >> 10) + 1);`);
+      expect(body).toContain("IF lww_phys >= 18014398509481984 THEN\n      SIGNAL SQLSTATE '22003'");
+      expect(body).toContain('(lww_phys << 10) | 7;');
+    }
+    // The insert also goes above a row a REPLACE deletes, read with a shared lock when it exists.
+    expect(bi).toContain('SELECT MAX(`shop`.`items`.`_lww_ts`) INTO lww_row FROM `shop`.`items` WHERE `shop`.`items`.`id` = NEW.`id` LOCK IN SHARE MODE;');
+    expect(bu).toContain('SET lww_prev = OLD.`_lww_ts`;\n    IF NOT (NEW.`id` = OLD.`id`) THEN');
+    expect(ad).toContain(`SET lww_prev = OLD.${V};\n    ${LOCK_OLD}`);
+    // After the row exists, a tombstone at or above it means a replicated delete won the race: retry.
+    for (const body of [ai, au]) expect(body).toContain(`IF lww_prev >= NEW.${V} THEN\n      SIGNAL SQLSTATE '40001'`);
+    expect(au).toContain('IF lww_stamp AND NOT (NEW.`id` = OLD.`id`) THEN');
+    // A key change and a delete write the old key's tombstone, keeping the greatest version.
+    for (const body of [bu, ad]) {
+      expect(body).toContain(`INSERT INTO ${TOMB} (\`id\`, ${V}) VALUES (OLD.\`id\`, lww_v)\n`);
+      expect(body).toContain(`ON DUPLICATE KEY UPDATE ${TOMB}.${V} = GREATEST(${TOMB}.${V}, lww_v);`);
+    }
   });
 
   it('a parent of ON DELETE CASCADE children gets a BEFORE DELETE trigger writing their tombstones', () => {

@@ -5,7 +5,7 @@ import { initialCopyOf } from '../../replicator/initial-copy.ts';
 import { type OpsServer, parseListenAddress, serveOps, statusDocument } from '../../replicator/metrics.ts';
 import { Replicator, type ReplicatorStatus } from '../../replicator/replicator.ts';
 import { DEFAULT_GC_INTERVAL_MS } from '../../gc/scheduler.ts';
-import { durationFlag, failpointsFlag, integerFlag, nodeProblems, parseCommandArgs, renamedFlag, splitList, usageProblems } from '../args.ts';
+import { durationFlag, failpointsFlag, integerFlag, nodeProblems, parseCommandArgs, renamedFlag, tableListFlag, tableListProblems, usageProblems } from '../args.ts';
 import { describeError, EXIT, exitCodeOf } from '../exit-codes.ts';
 import { consoleLogger, toJson } from '../logger.ts';
 
@@ -26,6 +26,7 @@ const HELP = `usage: lww-sink replicate --node URL --node URL [options]
   --gc-margin D            GC safety margin for long transactions and clock skew (default 10m)
   --gc-retention D         keep conflict-log and idle copy/sync progress rows this long (default 7d)
                            (durations: 30s, 10m, 2h, 7d; see lww-sink gc --help for the horizon)
+  --start-timeout S        keep retrying nodes that cannot be reached yet for S seconds (default 30), then exit 3
   --failpoints SPEC        break replication on purpose (tests only), e.g. sinkDropMessage=1%return(true);
                            LWW_FAILPOINTS is read only with LWW_FAILPOINTS_ENABLE=1
   deprecated: --status-interval (= --progress-interval), --metrics-port P (= --metrics-addr 127.0.0.1:P)
@@ -69,11 +70,13 @@ export async function run(argv: string[]): Promise<number> {
     'gc-interval': { type: 'string' },
     'gc-margin': { type: 'string' },
     'gc-retention': { type: 'string' },
+    'start-timeout': { type: 'string', default: '30' },
   });
   if (!parsed.ok) return parsed.exit;
   const { values } = parsed;
   const nodes = values.node ?? [];
-  const tables = [...(splitList(values.tables) ?? []), ...(values.schema ?? [])];
+  const tableFlag = tableListFlag(values.tables);
+  const tables = [...(typeof tableFlag === 'string' ? [] : (tableFlag ?? [])), ...(values.schema ?? [])];
   const intervalText = renamedFlag('replicate', values, 'progress-interval', 'status-interval') ?? '5';
   const interval = Number(intervalText);
   const batchRows = values['batch-rows'] === undefined ? undefined : integerFlag('batch-rows', values['batch-rows'], 1);
@@ -85,10 +88,13 @@ export async function run(argv: string[]): Promise<number> {
   const gcInterval = values['gc-interval'] === undefined ? DEFAULT_GC_INTERVAL_MS : durationFlag('gc-interval', values['gc-interval']);
   const gcMargin = values['gc-margin'] === undefined ? undefined : durationFlag('gc-margin', values['gc-margin']);
   const gcRetention = values['gc-retention'] === undefined ? undefined : durationFlag('gc-retention', values['gc-retention']);
+  const startTimeout = integerFlag('start-timeout', values['start-timeout'], 0);
   const bad = usageProblems(
     'replicate',
     [
       ...nodeProblems(nodes),
+      typeof tableFlag === 'string' && `--tables: ${tableFlag}`,
+      ...tableListProblems(typeof tableFlag === 'string' ? undefined : tableFlag),
       (!/^\d+(\.\d+)?$/.test(intervalText) || !Number.isFinite(interval)) && '--progress-interval must be a number of seconds',
       typeof batchRows === 'string' && batchRows,
       typeof oldPort === 'string' && oldPort,
@@ -97,6 +103,7 @@ export async function run(argv: string[]): Promise<number> {
       typeof gcInterval === 'string' && gcInterval,
       typeof gcMargin === 'string' && gcMargin,
       typeof gcRetention === 'string' && gcRetention,
+      typeof startTimeout === 'string' && startTimeout,
     ],
     HELP,
   );
@@ -122,6 +129,7 @@ export async function run(argv: string[]): Promise<number> {
     sink: { ...(typeof batchRows === 'number' ? { batch: { maxRows: batchRows } } : {}), failpoints: fp },
     initialCopy: values['no-initial-copy'] ? false : initialCopyOf({ logger }),
     gc: gcInterval === 0 ? false : { intervalMs: gcInterval as number, marginMs: gcMargin as number | undefined, retentionMs: gcRetention as number | undefined },
+    startTimeoutMs: (startTimeout as number) * 1000,
     logger,
   });
   try {

@@ -1,0 +1,168 @@
+// Every way an application writes a captured table either replicates exactly (both nodes equal to
+// what the application wrote, and a later ordinary update still crosses) or stops the direction
+// loudly with the cause and the table named, leaving nothing corrupted on the peer. One server
+// pair per engine, shared by the scenarios in order.
+import type { Connection, RowDataPacket } from 'mysql2/promise';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { currentPosition } from '../../src/capture/source.ts';
+import { connect } from '../../src/db/connection.ts';
+import type { Direction } from '../../src/replicator/direction.ts';
+import type { Replicator } from '../../src/replicator/replicator.ts';
+import { describeEachEngine } from '../helpers/engines.ts';
+import { converged, eventually, setupNodes, snapshot, startReplicator } from '../helpers/replication.ts';
+
+const DB = 'fc';
+const DDL = [
+  'CREATE TABLE {{db}}.t (id INT PRIMARY KEY, a INT, b VARCHAR(20), c INT NOT NULL DEFAULT 7, body TEXT)',
+  'CREATE TABLE {{db}}.ro (id INT PRIMARY KEY, a INT, b INT, at DATETIME(3) NULL)',
+  'CREATE TABLE {{db}}.p (id INT PRIMARY KEY, n INT) ENGINE=InnoDB',
+  'CREATE TABLE {{db}}.ch (id INT PRIMARY KEY, pid INT NOT NULL, v INT, FOREIGN KEY (pid) REFERENCES {{db}}.p (id) ON DELETE CASCADE) ENGINE=InnoDB',
+];
+const TABLES = ['t', 'ro', 'p', 'ch'];
+
+describeEachEngine('capture fails closed', 2, (ctx) => {
+  let urls: string[];
+  let a: Connection;
+  let b: Connection;
+  let replicator: Replicator | null = null;
+
+  beforeAll(async () => {
+    urls = ctx.servers.map((s) => s.url);
+    [a, b] = (await setupNodes(urls, DB, DDL, TABLES)) as [Connection, Connection];
+    replicator = await startReplicator(urls);
+  });
+  afterAll(async () => {
+    await replicator?.stop();
+    await a?.end();
+    await b?.end();
+  });
+
+  const aToB = (): Direction => replicator!.directions.find((d) => d.name === 'n1→n2')!;
+  const same = (table: string) => converged([a, b], DB, table);
+  /** A session of its own on A (session settings must not leak into the shared connection). */
+  async function onA<T>(fn: (s: Connection) => Promise<T>): Promise<T> {
+    const s = await connect(urls[0]!);
+    try {
+      return await fn(s);
+    } finally {
+      await s.end();
+    }
+  }
+  /** What an operator does after a loud stop once the cause is fixed: resume after the refused event. */
+  async function resumeAfterRefusal(fix: () => Promise<void> = async () => undefined): Promise<void> {
+    await replicator!.stop();
+    await fix();
+    await b.query("UPDATE lww_meta.checkpoints SET position = ? WHERE source_id = 'node-1'", [await currentPosition(a)]);
+    await a.query("UPDATE lww_meta.checkpoints SET position = ? WHERE source_id = 'node-2'", [await currentPosition(b)]);
+    replicator = await startReplicator(urls, { initialCopy: false });
+  }
+  async function expectLoudStop(pattern: RegExp): Promise<void> {
+    const d = aToB();
+    await eventually('A→B to stop', async () => d.state, (s) => s === 'failed', 30_000);
+    expect(d.lastError).toMatch(pattern);
+  }
+
+  it('an UPDATE or INSERT logged with binlog_row_image MINIMAL or NOBLOB crosses whole: missing columns are re-read, never NULL', async () => {
+    await a.query("INSERT INTO fc.t (id, a, b, c, body) VALUES (1, 1, 'one', 11, 'first body'), (3, 3, 'three', 33, 'third body')");
+    await same('t');
+    await onA(async (s) => {
+      await s.query("SET SESSION binlog_row_image = 'MINIMAL'");
+      await s.query('UPDATE fc.t SET a = 5 WHERE id = 1');
+      await s.query('INSERT INTO fc.t (id, a) VALUES (2, 9)');
+      await s.query("SET SESSION binlog_row_image = 'NOBLOB'");
+      await s.query('UPDATE fc.t SET a = 6 WHERE id = 3');
+    });
+    const rows = await same('t');
+    expect(JSON.parse(rows).map((r: Record<string, unknown>) => [r.id, r.a, r.b, r.c, r.body])).toEqual([
+      [1, 5, 'one', 11, 'first body'],
+      [2, 9, null, 7, null],
+      [3, 6, 'three', 33, 'third body'],
+    ]);
+    // Not wedged: an ordinary update crosses afterwards.
+    await a.query("UPDATE fc.t SET b = 'later' WHERE id = 1");
+    expect(await same('t')).toContain('later');
+  });
+
+  it('events written before a column reorder are read by their own column names after a stop', async () => {
+    await replicator!.stop();
+    await a.query("INSERT INTO fc.ro (id, a, b, at) VALUES (1, 10, 20, '2026-01-02 03:04:05.678')");
+    for (const c of [a, b]) await c.query('ALTER TABLE fc.ro MODIFY COLUMN b INT AFTER id, MODIFY COLUMN at DATETIME(3) NULL FIRST');
+    await a.query("INSERT INTO fc.ro (id, a, b, at) VALUES (2, 30, 40, '2026-05-06 07:08:09.123')");
+    replicator = await startReplicator(urls, { initialCopy: false });
+    const rows = JSON.parse(await same('ro')) as Array<Record<string, unknown>>;
+    expect(rows.map((r) => [r.id, r.a, r.b, r.at])).toEqual([
+      [1, 10, 20, '2026-01-02 03:04:05.678'],
+      [2, 30, 40, '2026-05-06 07:08:09.123'],
+    ]);
+    await a.query('UPDATE fc.ro SET a = 11 WHERE id = 1');
+    expect(JSON.parse(await same('ro'))[0].a).toBe(11);
+  });
+
+  it('XA transactions cross at their XA COMMIT (and one-phase commits); XA ROLLBACK never crosses', async () => {
+    await onA(async (s) => {
+      await s.query("XA START 'x1'");
+      await s.query("INSERT INTO fc.t (id, a) VALUES (10, 1)");
+      await s.query("XA END 'x1'");
+      await s.query("XA PREPARE 'x1'");
+      await a.query('INSERT INTO fc.t (id, a) VALUES (11, 1)');
+      await s.query("XA COMMIT 'x1'");
+      await s.query("XA START 'x2'");
+      await s.query('INSERT INTO fc.t (id, a) VALUES (12, 1)');
+      await s.query("XA END 'x2'");
+      await s.query("XA PREPARE 'x2'");
+      await s.query("XA ROLLBACK 'x2'");
+      await s.query("XA START 'x3'");
+      await s.query('INSERT INTO fc.t (id, a) VALUES (13, 1)');
+      await s.query("XA END 'x3'");
+      await s.query("XA COMMIT 'x3' ONE PHASE");
+    });
+    const rows = JSON.parse(await eventually('the XA rows', () => snapshot(b, DB, 't'), (s) => s.includes('"id":13'))) as Array<{ id: number }>;
+    expect(rows.map((r) => r.id)).toEqual([1, 2, 3, 10, 11, 13]);
+    expect(await same('t')).toBe(await snapshot(a, DB, 't'));
+  });
+
+  it('cascaded child deletes carry tombstones to the peer, and an older concurrent child update from the peer stays deleted', async () => {
+    await a.query('INSERT INTO fc.p VALUES (1, 1), (2, 2)');
+    await a.query('INSERT INTO fc.ch VALUES (10, 1, 0), (11, 1, 0), (20, 2, 0)');
+    await same('ch');
+    await replicator!.stop();
+    await b.query('UPDATE fc.ch SET v = 5 WHERE id = 10');
+    await new Promise((r) => setTimeout(r, 5));
+    await a.query('DELETE FROM fc.p WHERE id = 1');
+    replicator = await startReplicator(urls, { initialCopy: false });
+    await same('p');
+    const children = JSON.parse(await same('ch')) as Array<{ id: number }>;
+    expect(children.map((r) => r.id)).toEqual([20]);
+    const tombs = async (c: Connection) => {
+      const [r] = await c.query<RowDataPacket[]>('SELECT id, _lww_ts FROM lww_meta.tomb__fc__ch ORDER BY id');
+      return JSON.stringify(r);
+    };
+    const onB = await eventually('child tombstones on B', () => tombs(b), (t) => t.includes('"id":11'));
+    expect(onB).toBe(await tombs(a));
+    await a.query('UPDATE fc.ch SET v = 9 WHERE id = 20');
+    expect(await same('ch')).toContain('"v":9');
+  });
+
+  it('statement-logged DML on a captured table stops A→B naming the session setting; the peer keeps its row', async () => {
+    const before = await snapshot(b, DB, 't');
+    await onA(async (s) => {
+      await s.query("SET SESSION binlog_format = 'STATEMENT'");
+      await s.query('UPDATE fc.t SET a = 77 WHERE id = 1');
+    });
+    await expectLoudStop(/fc\.t.*binlog_format=STATEMENT/s);
+    expect(await snapshot(b, DB, 't')).toBe(before);
+    await resumeAfterRefusal();
+    await a.query('UPDATE fc.t SET a = 78 WHERE id = 1');
+    expect(await same('t')).toContain('"a":78');
+  });
+
+  it('TRUNCATE of a captured table stops A→B naming the table', async () => {
+    const before = await snapshot(b, DB, 'ro');
+    await a.query('TRUNCATE TABLE fc.ro');
+    await expectLoudStop(/fc\.ro.*TRUNCATE/s);
+    expect(await snapshot(b, DB, 'ro')).toBe(before);
+    await resumeAfterRefusal(() => b.query('TRUNCATE TABLE fc.ro').then(() => undefined));
+    await a.query('INSERT INTO fc.ro (id, a, b) VALUES (5, 1, 2)');
+    expect(await same('ro')).toContain('"id":5');
+  });
+});
