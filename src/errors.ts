@@ -176,3 +176,16 @@ export class InstallRefusedError extends LwwError {
     super(`install changed nothing: ${problems.length} tables cannot be installed:\n${problems.map((p) => `  - ${p.message}`).join('\n')}`);
   }
 }
+
+/** A replication direction stopped on an error restarting cannot fix; `kind` names the cause (classify.ts). */
+export class DirectionFailedError extends LwwError {
+  constructor(
+    readonly direction: string,
+    readonly kind: string,
+    detail: string,
+    /** The error that stopped it (kept out of `cause`, so the message above is what gets printed). */
+    readonly error: unknown,
+  ) {
+    super(`replication ${direction} stopped (${kind}): ${detail}`);
+  }
+}

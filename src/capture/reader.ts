@@ -8,6 +8,7 @@
 //   that pauses the socket when the queue is full and resumes it when it has drained.
 // - Safety: the source's binlog settings are checked before every (re)connect; what would lose
 //   changes stops the capture with an error instead of being skipped.
+import { permanentServerError } from '../db/retry.ts';
 import ZongJi, { type AnyBinlogEvent } from '@vlasky/zongji';
 import type { ConnectionOptions } from 'mysql2';
 import { type Target, connect, describeTarget, parseUrl } from '../db/connection.ts';
@@ -136,13 +137,16 @@ const RETRYABLE_CODES = new Set([
   'ER_SERVER_SHUTDOWN_IN_PROGRESS',
 ]);
 
-class ReadTimeoutError extends Error {}
+/** A silent stream: transient (the code tells src/db/retry.ts so). */
+class ReadTimeoutError extends Error {
+  readonly code = 'ETIMEDOUT';
+}
 
 function isRetryable(err: unknown): boolean {
   if (err instanceof ReadTimeoutError) return true;
   if (!(err instanceof Error)) return false;
   const e = err as Error & { code?: string; fatal?: boolean; errno?: number };
-  if (e.errno === 1236) return false; // the source cannot serve this binlog position
+  if (permanentServerError(err) !== undefined) return false; // purged binlog, missing privilege, login refused
   if (e.code && RETRYABLE_CODES.has(e.code)) return true;
   if (e.fatal === true) return true;
   return /Control connection unavailable|Connection lost|connect ETIMEDOUT|Can't add new command when connection is in closed state/i.test(e.message);

@@ -8,6 +8,7 @@
 // is joined with its table on every node to find rows still shown under an equal or newer tombstone.
 // Each differing key is reported with its state on both sides (row, tombstone or absent), a class,
 // and the node LWW says should win.
+import { parseTableRef } from '../install/table-list.ts';
 import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { connect, redactUrl } from '../db/connection.ts';
 import { InvalidOptionsError, LwwError, UnknownTableError } from '../errors.ts';
@@ -151,11 +152,9 @@ function describeError(err: unknown): string {
   return String(err);
 }
 
-/** Splits `schema.table` at the first dot. */
+/** `schema.table`, split at the first dot, or backtick-quoted parts for names holding dots (install's parser). */
 export function parseTableName(name: string): { schema: string; table: string } {
-  const dot = name.indexOf('.');
-  if (dot <= 0 || dot === name.length - 1) throw new InvalidOptionsError(`table "${name}" must be given as schema.table`);
-  return { schema: name.slice(0, dot), table: name.slice(dot + 1) };
+  return parseTableRef(name);
 }
 
 class StateChecker {

@@ -3,6 +3,8 @@ import { type ParseArgsConfig, parseArgs } from 'node:util';
 
 type Parsed<O extends Options> = ReturnType<typeof parseArgs<{ options: O & { help: { type: 'boolean'; short: 'h' } }; strict: true; allowPositionals: false }>>['values'];
 import { parseUrl, redactUrl } from '../db/connection.ts';
+import { parseTableRef } from '../install/table-list.ts';
+import { splitTableList } from './commands/table-flags.ts';
 import { Failpoints } from '../failpoints/failpoints.ts';
 import { EXIT_CODE_HELP, GLOBAL_HELP } from './exit-codes.ts';
 
@@ -51,14 +53,6 @@ export function nodeProblems(nodes: readonly string[], min = 2): string[] {
   return [nodes.length < min ? `give at least ${min === 2 ? 'two' : min} --node URLs (got ${nodes.length})` : '', ...nodes.map((u) => urlProblem('node', u))];
 }
 
-/** A comma-separated flag as a list (undefined when the flag is absent). */
-export function splitList(text: string | undefined): string[] | undefined {
-  return text
-    ?.split(',')
-    .map((t) => t.trim())
-    .filter(Boolean);
-}
-
 /** An integer flag ≥ min, or the problem with it. */
 export function integerFlag(flag: string, text: string, min: number): number | string {
   const n = Number(text);
@@ -70,7 +64,24 @@ export function integerFlag(flag: string, text: string, min: number): number | s
 export function tableListProblems(tables: readonly string[] | undefined): string[] {
   if (tables === undefined) return [];
   if (tables.length === 0) return ['--tables is empty'];
-  return tables.map((t) => (/^[^.]+\..+$/.test(t) ? '' : `--tables entries must be schema.table (got "${t}")`));
+  return tables.map((t) => {
+    try {
+      parseTableRef(t);
+      return '';
+    } catch (e) {
+      return `--tables: ${(e as Error).message}`;
+    }
+  });
+}
+
+/** --tables split at commas outside backticks (`` `my.db`.`t,1` ``), or the problem with it. */
+export function tableListFlag(text: string | undefined): string[] | string | undefined {
+  if (text === undefined) return undefined;
+  try {
+    return splitTableList(text);
+  } catch (e) {
+    return (e as Error).message;
+  }
 }
 
 /** A renamed flag's value: the new name, else the old one (kept for old scripts) with a warning on stderr. */

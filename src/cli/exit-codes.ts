@@ -9,7 +9,7 @@ export const EXIT = {
   findings: 1,
   /** Bad flags, config file or environment: nothing was started. */
   usage: 2,
-  /** A server could not be reached or refused the login. */
+  /** A server could not be reached (replicate: within --start-timeout) or refused the login. */
   connection: 3,
   /** The command stopped on an error retrying cannot fix (privilege, setting, schema, replication). */
   failed: 4,
@@ -27,8 +27,9 @@ export const EXIT_CODE_HELP = `exit codes (every command):
   0    done; nothing found
   1    findings: check/audit found differences, harness/compare did not converge
   2    usage: bad flags, config file or environment; nothing was started
-  3    connection: a server could not be reached or refused the login
-  4    failed: stopped on an error retrying cannot fix (missing privilege, unsafe setting, schema, replication)
+  3    connection: a server could not be reached (replicate: within --start-timeout) or refused the login
+  4    failed: stopped on an error retrying cannot fix (missing privilege, unsafe setting, purged binlog,
+       lost ownership, a change capture or the target refuses; see README "What the replicator refuses")
   130  interrupted (Ctrl-C); rerun the command to finish`;
 
 const CONNECTION_CODES = new Set([

@@ -6,7 +6,7 @@ import type { Connection, ResultSetHeader, RowDataPacket } from 'mysql2/promise'
 import { connect } from '../db/connection.ts';
 import { tombstoneTableName } from '../model/names.ts';
 import { createDatabaseSql, createSbtestSql, insertSbtestRowsSql, RESET_TIMESTAMP_SQL, SET_TIMESTAMP_SQL, sbtest } from '../sql/workload.ts';
-import { isConnectionLost, isRetryable } from '../writer/retry.ts';
+import { isConnectionLost, isRetryable } from '../db/retry.ts';
 import { type Random, randomInt, seededRandom } from './random.ts';
 
 export type WorkloadKind = 'oltp_update_non_index' | 'oltp_write_only' | 'hot_keys';

@@ -57,6 +57,19 @@ export function parseTableRef(text: string): TableRef {
   return { schema, table };
 }
 
+/** A selector given as text: a schema (`db`, `db.*`, `` `my.db` ``) or a table (see parseTableRef). */
+export function parseTableSelectorText(text: string): { schema: string; table?: string } {
+  const whole = wholeQuoted(text);
+  if (whole !== undefined) return { schema: whole };
+  if (text.endsWith('.*')) {
+    const schema = text.slice(0, -2);
+    const quoted = wholeQuoted(schema);
+    if (quoted !== undefined || (!schema.startsWith('`') && !schema.includes('.') && schema !== '')) return { schema: quoted ?? schema };
+  }
+  if (!text.startsWith('`') && !text.includes('.') && text !== '') return { schema: text };
+  return parseTableRef(text);
+}
+
 export function formatTableRef(ref: TableRef): string {
   return `${ref.schema}.${ref.table}`;
 }

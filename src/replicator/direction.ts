@@ -1,19 +1,25 @@
 // One direction of replication, source → target: capture of the source's binlog feeding an LWW sink
 // on the target, resuming from the checkpoint stored on the target. Supervises both: when either
 // fails, everything not committed is dropped and the direction restarts from the checkpoint (the
-// stream never moves past a transaction that failed). Losing ownership stops it for good.
-import { explainPrivilegeError, isPrivilegeError } from '../db/privileges.ts';
+// stream never moves past a transaction that failed). classify.ts decides: transient failures
+// restart with exponential backoff (capped, jittered); permanent ones fail the direction for good.
+// Ownership of the target's checkpoint is claimed once per Direction; restarts reuse the claim.
+import { backoffDelay } from '../db/retry.ts';
 import type { Connection } from 'mysql2/promise';
 import { startCapture, type BinlogCapture } from '../capture/reader.ts';
 import type { TableSelector } from '../capture/filter.ts';
 import { binlogLag, currentPosition } from '../capture/source.ts';
 import { connect } from '../db/connection.ts';
-import { OwnershipLostError } from '../errors.ts';
+import { DirectionFailedError } from '../errors.ts';
+import { type Classified, classifyFailure, failureMessage } from './classify.ts';
 import type { Logger, SinkOptionsInput } from '../writer/options.ts';
 import { createSink, type Sink } from '../writer/sink.ts';
 import { type SinkStats, sumStats } from '../writer/stats.ts';
 import { LagRecorder } from './lag.ts';
 import type { CopyReport } from '../sync/initial-copy.ts';
+
+/** A run that streamed this long counts as healthy: the next failure starts the backoff over. */
+const STABLE_RUN_MS = 10_000;
 
 export interface NodeRef {
   name: string;
@@ -33,7 +39,10 @@ export interface DirectionOptions {
   capture?: { heartbeatMs?: number; readTimeoutMs?: number; connectTimeoutMs?: number; maxQueuedTransactions?: number };
   /** Copies existing rows on the first start of this direction (see initial-copy.ts). */
   initialCopy?: (ctx: { sink: Sink; sourceId: string; direction: Direction }) => Promise<void>;
+  /** First restart delay after a transient failure (doubles per consecutive failure, with jitter); default 500. */
   restartDelayMs?: number;
+  /** Cap of the restart delay; default 30 000. */
+  maxRestartDelayMs?: number;
   /** Store idle positions as the checkpoint at most this often. */
   keepaliveCheckpointMs?: number;
   logger: Logger;
@@ -45,6 +54,11 @@ export interface DirectionStatus {
   state: DirectionState;
   restarts: number;
   lastError?: string;
+  /** How the last error was classified: transient (retried) or permanent (the direction failed). */
+  lastErrorKind?: Classified['kind'];
+  lastErrorCause?: string;
+  /** While restarting: milliseconds until the next attempt. */
+  retryInMs?: number;
   checkpoint?: string;
   lagBytes?: number;
   lagMs?: number;
@@ -59,6 +73,11 @@ export class Direction {
   state: DirectionState = 'starting';
   restarts = 0;
   lastError: string | undefined;
+  lastFailure: Classified | undefined;
+  private retryAt: number | undefined;
+  private streamingSince: number | undefined;
+  /** Owner epochs this direction claimed on the target, shared by all its sinks: one claim per start, not per retry. */
+  private readonly claims = new Map<string, bigint>();
   private stopped = false;
   private wake: (() => void) | null = null;
   private sink: Sink | null = null;
@@ -106,24 +125,33 @@ export class Direction {
 
   private async loop(): Promise<void> {
     const log = this.options.logger;
+    let failures = 0;
     while (!this.stopped) {
+      this.streamingSince = undefined;
       try {
         await this.runOnce();
       } catch (err) {
-        // Lost ownership or a missing privilege: restarting cannot fix it, so stop loudly instead of looping.
-        // Nor can a permanent capture refusal (CaptureRefusedError): reading the same binlog again meets it again.
-        if (err instanceof OwnershipLostError || isPrivilegeError(err) || (err as { permanent?: unknown } | null)?.permanent === true) {
-          this.state = 'failed';
-          this.lastError = explainPrivilegeError(err) ?? (err as Error).message;
-          log.error(`${this.name}: ${this.lastError}`);
-          throw err;
-        }
         if (this.stopped) break;
+        const failure = classifyFailure(err);
+        this.lastFailure = failure;
+        this.lastError = failureMessage(err);
+        if (failure.kind === 'permanent') {
+          // Restarting cannot fix it: stop loudly instead of looping.
+          this.state = 'failed';
+          const failed = new DirectionFailedError(this.name, failure.cause, this.lastError, err);
+          log.error(failed.message);
+          throw failed;
+        }
+        // A run that streamed for a while resets the backoff; quick repeated failures grow it.
+        if (this.streamingSince !== undefined && Date.now() - this.streamingSince > STABLE_RUN_MS) failures = 0;
+        failures++;
         this.restarts++;
-        this.lastError = err instanceof Error ? err.message : String(err);
+        const delay = backoffDelay(failures, { baseMs: this.options.restartDelayMs ?? 500, maxMs: this.options.maxRestartDelayMs ?? 30_000 });
         this.state = 'restarting';
-        log.warn(`${this.name}: restarting from the checkpoint after: ${this.lastError}`);
-        await this.pause(this.options.restartDelayMs ?? 1000);
+        this.retryAt = Date.now() + delay;
+        log.warn(`${this.name}: ${failure.cause}; restarting from the checkpoint in ${delay} ms (restart ${this.restarts}) after: ${this.lastError}`);
+        await this.pause(delay);
+        this.retryAt = undefined;
       }
     }
     this.state = 'stopped';
@@ -149,6 +177,7 @@ export class Direction {
       logger: this.options.logger,
       owner: `replicator:${process.pid}:${this.name}`,
       ...this.options.sink,
+      claims: this.claims,
     };
     const sink = createSink({
       ...sinkOptions,
@@ -215,6 +244,7 @@ export class Direction {
       });
       this.capture = capture;
       this.state = 'streaming';
+      this.streamingSince = Date.now();
       this.markStreaming();
       const stopRequested = new Promise<void>((resolve) => {
         this.wake = resolve;
@@ -270,6 +300,9 @@ export class Direction {
       state: this.state,
       restarts: this.restarts,
       lastError: this.lastError,
+      lastErrorKind: this.lastFailure?.kind,
+      lastErrorCause: this.lastFailure?.cause,
+      retryInMs: this.retryAt === undefined ? undefined : Math.max(0, this.retryAt - Date.now()),
       checkpoint: this.checkpointPosition,
       lagBytes,
       lagMs: this.lag.last,

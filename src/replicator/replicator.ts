@@ -1,16 +1,20 @@
 // Active-active replication between N nodes by full mesh: one Direction per ordered pair of nodes.
 // Before streaming it checks what would silently lose changes: every node installed, node ids
-// distinct; the capture itself refuses unsafe binlog settings.
+// distinct; the capture itself refuses unsafe binlog settings. A node that is not up yet (refused,
+// reset, timed out) is retried with backoff within startTimeoutMs; anything else stops the start.
 import type { RowDataPacket } from 'mysql2/promise';
 import type { TableSelector } from '../capture/filter.ts';
 import { connect, redactUrl } from '../db/connection.ts';
 import { LwwError } from '../errors.ts';
+import { retry } from '../db/retry.ts';
+import { classifyFailure } from './classify.ts';
 import { checkAutoIncrementCollisions } from '../install/auto-increment.ts';
 import { readNodeIdSql, registeredTablesSql, SCHEMA_EXISTS_SQL } from '../sql/replicator.ts';
 import type { Logger, SinkOptionsInput } from '../writer/options.ts';
 import { silentLogger } from '../writer/options.ts';
 import type { Sink } from '../writer/sink.ts';
 import { initialCopyOf } from './initial-copy.ts';
+import { formatTableRef, type TableRef } from '../install/table-list.ts';
 import { Direction, type DirectionOptions, type DirectionStatus, type NodeRef } from './direction.ts';
 
 export class ReplicatorConfigError extends LwwError {}
@@ -26,7 +30,12 @@ export interface ReplicatorOptions {
   capture?: DirectionOptions['capture'];
   /** How a direction's first start merges existing rows; default: the chunked LWW copy; false: none. */
   initialCopy?: false | ((ctx: { sink: Sink; sourceId: string; direction: Direction }) => Promise<void>);
+  /** First restart delay of a direction after a transient failure (grows exponentially, with jitter); default 500 ms. */
   restartDelayMs?: number;
+  /** Cap of that delay; default 30 s. */
+  maxRestartDelayMs?: number;
+  /** How long start() keeps retrying nodes that cannot be reached yet; default 30 s. */
+  startTimeoutMs?: number;
   logger?: Logger;
 }
 
@@ -36,10 +45,10 @@ export interface ReplicatorStatus {
 }
 
 /** Reads each node's id and registered tables; refuses nodes that are not installed or share an id. */
-export async function inspectNodes(urls: readonly string[], metaSchema: string): Promise<{ nodes: NodeRef[]; registered: string[] }> {
+export async function inspectNodes(urls: readonly string[], metaSchema: string): Promise<{ nodes: NodeRef[]; registered: TableRef[] }> {
   if (urls.length < 2) throw new ReplicatorConfigError('replication needs at least two nodes (--node URL --node URL)');
   const nodes: NodeRef[] = [];
-  const registered = new Set<string>();
+  const registered = new Map<string, TableRef>();
   for (const [i, url] of urls.entries()) {
     const conn = await connect(url).catch((err: unknown) => {
       throw new ReplicatorConfigError(`cannot connect to node ${redactUrl(url)}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
@@ -59,12 +68,16 @@ export async function inspectNodes(urls: readonly string[], metaSchema: string):
       }
       nodes.push({ name: `n${i + 1}`, url, nodeId });
       const [tables] = await conn.query<RowDataPacket[]>(registeredTablesSql(metaSchema));
-      for (const t of tables) registered.add(`${t.schema_name}.${t.table_name}`);
+      // As objects: names may hold dots or commas.
+      for (const t of tables) {
+        const ref = { schema: String(t.schema_name), table: String(t.table_name) };
+        registered.set(formatTableRef(ref), ref);
+      }
     } finally {
       await conn.end();
     }
   }
-  return { nodes, registered: [...registered].sort() };
+  return { nodes, registered: [...registered.keys()].sort().map((k) => registered.get(k)!) };
 }
 
 export class Replicator {
@@ -80,9 +93,21 @@ export class Replicator {
   /** Checks the nodes and starts every direction; resolves once they are running. */
   async start(): Promise<void> {
     const metaSchema = this.options.metaSchema ?? 'lww_meta';
-    const { nodes, registered } = await inspectNodes(this.options.nodes, metaSchema);
+    const { nodes, registered, warnings } = await retry(
+      async () => ({
+        ...(await inspectNodes(this.options.nodes, metaSchema)),
+        warnings: await checkAutoIncrementCollisions(this.options.nodes, { metaSchema }),
+      }),
+      {
+        baseMs: 250,
+        maxMs: 5000,
+        budgetMs: this.options.startTimeoutMs ?? 30_000,
+        isTransient: (err) => classifyFailure(err).kind === 'transient',
+        onRetry: ({ delayMs, error }) => this.log.warn(`a node cannot be reached yet; retrying in ${delayMs} ms: ${error instanceof Error ? error.message : String(error)}`),
+      },
+    );
     this.nodes = nodes;
-    for (const warning of await checkAutoIncrementCollisions(this.options.nodes, { metaSchema })) this.log.warn(warning);
+    for (const warning of warnings) this.log.warn(warning);
     const tables = this.options.tables ?? registered;
     if (tables.length === 0) throw new ReplicatorConfigError('no tables to replicate: install some (lww-sink install) or pass --tables');
     for (const source of nodes) {
@@ -99,6 +124,7 @@ export class Replicator {
             capture: this.options.capture,
             initialCopy: this.options.initialCopy === false ? undefined : (this.options.initialCopy ?? initialCopyOf({ logger: this.log })),
             restartDelayMs: this.options.restartDelayMs,
+            maxRestartDelayMs: this.options.maxRestartDelayMs,
             logger: this.log,
           }),
         );

@@ -109,14 +109,15 @@ async function openNode(index: number, url: string, metaSchema: string): Promise
 }
 
 /** The tables install registered on any of the nodes. */
-async function registeredTables(nodes: Node[], metaSchema: string): Promise<string[]> {
-  const names = new Set<string>();
+async function registeredTables(nodes: Node[], metaSchema: string): Promise<Array<{ schema: string; table: string }>> {
+  // As objects: names may hold dots or commas.
+  const names = new Map<string, { schema: string; table: string }>();
   for (const n of nodes) {
     if (!(await tableExists(n.conn, metaSchema, 'tables'))) continue;
     const [rows] = await n.conn.query<RowDataPacket[]>(registeredTablesSql(metaSchema));
-    for (const r of rows) names.add(`${r.schema_name}.${r.table_name}`);
+    for (const r of rows) names.set(`${r.schema_name}\u0000${r.table_name}`, { schema: String(r.schema_name), table: String(r.table_name) });
   }
-  return [...names].sort();
+  return [...names.keys()].sort().map((k) => names.get(k)!);
 }
 
 async function mergeDirection(

@@ -1,5 +1,6 @@
 // Reads a table (or its tombstones) in primary-key chunks with bounded memory (one chunk in hand),
 // looks up the versions a peer holds for a chunk's keys, and names tables for the merge.
+import { parseTableSelectorText } from '../install/table-list.ts';
 import type { Connection, RowDataPacket } from 'mysql2/promise';
 import type { TableSelector } from '../capture/filter.ts';
 import { bindKeyValue, columnName, type ReadColumn } from '../sql/column-read.ts';
@@ -152,9 +153,7 @@ export async function resolveTables(conn: Connection, selectors: readonly TableS
     let schema: string;
     let table: string | undefined;
     if (typeof sel === 'string') {
-      const dot = sel.indexOf('.');
-      schema = dot < 0 ? sel : sel.slice(0, dot);
-      table = dot < 0 || sel.slice(dot + 1) === '*' ? undefined : sel.slice(dot + 1);
+      ({ schema, table } = parseTableSelectorText(sel));
     } else {
       schema = sel.schema;
       table = sel.table;

@@ -64,6 +64,11 @@ const optionsSchema = z
     failpoints: z.union([z.string(), z.record(z.string(), z.string()), z.instanceof(Failpoints)]).optional(),
     owner: z.string().min(1).max(255).default(`${hostname()}:${process.pid}`),
     logger: z.custom<Logger>((v) => typeof v === 'object' && v !== null && 'warn' in v && 'error' in v).optional(),
+    /**
+     * Owner epochs already claimed for source ids (shared by a supervisor's successive sinks): a sink
+     * reuses them instead of bumping the epoch again, and records the ones it claims.
+     */
+    claims: z.custom<Map<string, bigint>>((v) => v instanceof Map, 'must be a Map of source id to epoch').optional(),
     onCommit: z.custom<(info: CommitInfo) => void>((v) => typeof v === 'function', 'must be a function').optional(),
   })
   .strict();

@@ -20,7 +20,7 @@ import { coalesce } from './coalesce.ts';
 import { dropUnmovedKeyDeletes, keyMovesToCheck } from './key-moves.ts';
 import { parseSinkOptions, type SinkOptions, type SinkOptionsInput } from './options.ts';
 import { type KeyOp, type PreparedTransaction, prepareTransaction } from './prepare.ts';
-import { backoffDelay, isConnectionLost, isRetryable, serverMessage } from './retry.ts';
+import { backoffDelay, isConnectionLost, isRetryable, serverMessage, sleep } from '../db/retry.ts';
 import { emptyCounters, emptyStats, mergeBatch, type SinkStats, type TableCounters } from './stats.ts';
 import { loadTableMeta, TableMetadataCache } from './table-metadata.ts';
 import type { SqlValue } from './values.ts';
@@ -44,7 +44,8 @@ export interface Sink {
   /** The SQL dialect in use (detected from the server unless set). */
   dialect(): Promise<Dialect>;
   /**
-   * Takes ownership of a source's checkpoint row (bumping its owner epoch) and returns the epoch.
+   * Takes ownership of a source's checkpoint row (bumping its owner epoch) and returns the epoch;
+   * an epoch given in options.claims is reused without a bump.
    * Done on first write anyway; call it at start so an older writer of the same source stops now.
    */
   claim(sourceId: string): Promise<bigint>;
@@ -69,18 +70,6 @@ interface Waiter {
   resolve(): void;
   reject(err: unknown): void;
 }
-
-/** Waits, or ends early when the signal fires (abort() during a retry back-off). */
-const sleep = (ms: number, signal: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-    signal.addEventListener('abort', done);
-  });
 
 /** Values in server messages (duplicate entries, bad values) are replaced before they reach logs. */
 function redact(message: string): string {
@@ -276,6 +265,12 @@ class LwwSink implements Sink {
   /** Claims the checkpoint row of a source once per sink: later writers of the same source win. */
   private epoch(sourceId: string): Promise<bigint> {
     let p = this.epochs.get(sourceId);
+    const known = this.options.claims?.get(sourceId);
+    if (!p && known !== undefined) {
+      // Claimed earlier by this supervisor: a stolen claim shows as OwnershipLostError on the first advance.
+      p = Promise.resolve(known);
+      this.epochs.set(sourceId, p);
+    }
     if (!p) {
       p = (async () => {
         const conn = await this.adminConn();
@@ -285,7 +280,9 @@ class LwwSink implements Sink {
           await conn.execute(claimCheckpointSql(meta), [sourceId, this.options.owner, this.options.owner]);
           const [rows] = await conn.execute<RowDataPacket[]>(readCheckpointSql(meta), [sourceId]);
           await conn.query('COMMIT');
-          return BigInt(rows[0]!.owner_epoch as string);
+          const epoch = BigInt(rows[0]!.owner_epoch as string);
+          this.options.claims?.set(sourceId, epoch);
+          return epoch;
         } catch (err) {
           await conn.query('ROLLBACK').catch(() => undefined);
           throw err;

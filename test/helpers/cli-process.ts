@@ -8,8 +8,9 @@ export interface CliProcess {
   exited: Promise<number | null>;
 }
 
-export function spawnCli(args: string[]): CliProcess {
-  const child = spawn(process.execPath, [...CLI_NODE_ARGS, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+/** `env` is added to this process's environment. */
+export function spawnCli(args: string[], env: Record<string, string> = {}): CliProcess {
+  const child = spawn(process.execPath, [...CLI_NODE_ARGS, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
   let out = '';
   child.stdout!.on('data', (d) => {
     out += d.toString();

@@ -5,7 +5,7 @@ import { type AuditReport, auditHistory } from '../../src/checker/index.ts';
 import { connect } from '../../src/db/connection.ts';
 import { seededRandom } from '../../src/harness/random.ts';
 import type { Replicator } from '../../src/replicator/replicator.ts';
-import { isRetryable } from '../../src/writer/retry.ts';
+import { isRetryable } from '../../src/db/retry.ts';
 import { spawnCli } from '../helpers/cli-process.ts';
 import { describeEachEngine } from '../helpers/engines.ts';
 import { converged, eventually, setupNodes, startReplicator } from '../helpers/replication.ts';

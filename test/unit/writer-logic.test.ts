@@ -219,7 +219,7 @@ describe('values and names', () => {
 
 describe('error classification', () => {
   it('deadlocks, lock waits and lost connections are retried; other errors are not', async () => {
-    const { isConnectionLost, isRetryable } = await import('../../src/writer/retry.ts');
+    const { isConnectionLost, isRetryable } = await import('../../src/db/retry.ts');
     const closed = Object.assign(new Error("Can't add new command when connection is in closed state"), { fatal: true });
     expect(isConnectionLost(closed)).toBe(true);
     expect(isRetryable(closed)).toBe(true);

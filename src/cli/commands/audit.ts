@@ -2,7 +2,7 @@
 // 1 findings, else the common table (2 usage, 3 connection, 4 the audit could not run).
 import { auditHistory, auditReportToJson, formatAuditReport } from '../../checker/index.ts';
 import { describeError, exitCodeOf } from '../exit-codes.ts';
-import { integerFlag, nodeProblems, parseCommandArgs, splitList, tableListProblems, usageProblems } from '../args.ts';
+import { integerFlag, nodeProblems, parseCommandArgs, tableListFlag, tableListProblems, usageProblems } from '../args.ts';
 
 export const summary = 'check from the binlogs that replication kept the LWW rules over a window (history audit)';
 
@@ -59,7 +59,8 @@ export async function run(argv: string[]): Promise<number> {
   const until = positions('until', values.until, nodes.length);
   const since = values.since === undefined ? undefined : parseTime(values.since);
   const maxFindings = values['max-findings'] === undefined ? 10_000 : integerFlag('max-findings', values['max-findings'], 0);
-  const tables = splitList(values.tables);
+  const tableFlag = tableListFlag(values.tables);
+  const tables = typeof tableFlag === 'string' ? undefined : tableFlag;
   const bad = usageProblems('audit', [
     ...nodeProblems(nodes),
     (values.from === undefined) === (values.since === undefined) && 'give the window start with --from or --since (one of them)',
@@ -67,6 +68,7 @@ export async function run(argv: string[]): Promise<number> {
     typeof until === 'string' && until,
     values.since !== undefined && !since && `--since must be a time such as 2025-01-31T12:00:00Z or epoch seconds (got "${values.since}")`,
     typeof maxFindings === 'string' && maxFindings,
+    typeof tableFlag === 'string' && `--tables: ${tableFlag}`,
     ...tableListProblems(tables),
   ]);
   if (bad !== undefined) return bad;

@@ -1,7 +1,7 @@
 // `lww-sink check`: the state check between two or more nodes. Exit 0 identical, 1 differences,
 // else the common table (2 usage, 3 connection, 4 the check could not run).
 import { checkState, formatStateReport, stateReportToJson } from '../../checker/index.ts';
-import { integerFlag, nodeProblems, parseCommandArgs, renamedFlag, splitList, tableListProblems, usageProblems } from '../args.ts';
+import { integerFlag, nodeProblems, parseCommandArgs, renamedFlag, tableListFlag, tableListProblems, usageProblems } from '../args.ts';
 import { describeError, exitCodeOf } from '../exit-codes.ts';
 
 export const summary = 'compare the current data of two or more nodes (state check)';
@@ -33,11 +33,13 @@ export async function run(argv: string[]): Promise<number> {
   const chunkText = renamedFlag('check', values, 'chunk-rows', 'chunk-size');
   const chunkSize = chunkText === undefined ? 10_000 : integerFlag('chunk-rows', chunkText, 1);
   const maxFindings = values['max-findings'] === undefined ? 10_000 : integerFlag('max-findings', values['max-findings'], 0);
-  const tables = splitList(values.tables);
+  const tableFlag = tableListFlag(values.tables);
+  const tables = typeof tableFlag === 'string' ? undefined : tableFlag;
   const bad = usageProblems('check', [
     ...nodeProblems(nodes),
     typeof chunkSize === 'string' && chunkSize,
     typeof maxFindings === 'string' && maxFindings,
+    typeof tableFlag === 'string' && `--tables: ${tableFlag}`,
     ...tableListProblems(tables),
   ]);
   if (bad !== undefined) return bad;

@@ -4,7 +4,7 @@ import { Failpoints } from '../../failpoints/failpoints.ts';
 import { initialCopyOf } from '../../replicator/initial-copy.ts';
 import { type OpsServer, parseListenAddress, serveOps, statusDocument } from '../../replicator/metrics.ts';
 import { Replicator, type ReplicatorStatus } from '../../replicator/replicator.ts';
-import { failpointsFlag, integerFlag, nodeProblems, parseCommandArgs, renamedFlag, splitList, usageProblems } from '../args.ts';
+import { failpointsFlag, integerFlag, nodeProblems, parseCommandArgs, renamedFlag, tableListFlag, tableListProblems, usageProblems } from '../args.ts';
 import { describeError, EXIT, exitCodeOf } from '../exit-codes.ts';
 import { consoleLogger, toJson } from '../logger.ts';
 
@@ -21,6 +21,7 @@ const HELP = `usage: lww-sink replicate --node URL --node URL [options]
   --metrics-addr [H:]P     serve /metrics (Prometheus), /healthz and /status on H:P (default host 127.0.0.1)
   --batch-rows N           rows per target transaction (default 1024)
   --no-initial-copy        do not merge existing rows on a direction's first start
+  --start-timeout S        keep retrying nodes that cannot be reached yet for S seconds (default 30), then exit 3
   --failpoints SPEC        break replication on purpose (tests only), e.g. sinkDropMessage=1%return(true);
                            LWW_FAILPOINTS is read only with LWW_FAILPOINTS_ENABLE=1
   deprecated: --status-interval (= --progress-interval), --metrics-port P (= --metrics-addr 127.0.0.1:P)
@@ -53,11 +54,13 @@ export async function run(argv: string[]): Promise<number> {
     'batch-rows': { type: 'string' },
     'no-initial-copy': { type: 'boolean', default: false },
     failpoints: { type: 'string' },
+    'start-timeout': { type: 'string', default: '30' },
   });
   if (!parsed.ok) return parsed.exit;
   const { values } = parsed;
   const nodes = values.node ?? [];
-  const tables = [...(splitList(values.tables) ?? []), ...(values.schema ?? [])];
+  const tableFlag = tableListFlag(values.tables);
+  const tables = [...(typeof tableFlag === 'string' ? [] : (tableFlag ?? [])), ...(values.schema ?? [])];
   const intervalText = renamedFlag('replicate', values, 'progress-interval', 'status-interval') ?? '5';
   const interval = Number(intervalText);
   const batchRows = values['batch-rows'] === undefined ? undefined : integerFlag('batch-rows', values['batch-rows'], 1);
@@ -66,15 +69,19 @@ export async function run(argv: string[]): Promise<number> {
   const addrText = values['metrics-addr'] ?? (typeof oldPort === 'number' ? `127.0.0.1:${oldPort}` : undefined);
   const metricsAddr = addrText === undefined ? undefined : parseListenAddress(addrText);
   const failpoints = failpointsFlag(values.failpoints);
+  const startTimeout = integerFlag('start-timeout', values['start-timeout'], 0);
   const bad = usageProblems(
     'replicate',
     [
       ...nodeProblems(nodes),
+      typeof tableFlag === 'string' && `--tables: ${tableFlag}`,
+      ...tableListProblems(typeof tableFlag === 'string' ? undefined : tableFlag),
       (!/^\d+(\.\d+)?$/.test(intervalText) || !Number.isFinite(interval)) && '--progress-interval must be a number of seconds',
       typeof batchRows === 'string' && batchRows,
       typeof oldPort === 'string' && oldPort,
       typeof metricsAddr === 'string' && metricsAddr,
       typeof failpoints === 'string' && failpoints,
+      typeof startTimeout === 'string' && startTimeout,
     ],
     HELP,
   );
@@ -99,6 +106,7 @@ export async function run(argv: string[]): Promise<number> {
     metaSchema: values['meta-schema'],
     sink: { ...(typeof batchRows === 'number' ? { batch: { maxRows: batchRows } } : {}), failpoints: fp },
     initialCopy: values['no-initial-copy'] ? false : initialCopyOf({ logger }),
+    startTimeoutMs: (startTimeout as number) * 1000,
     logger,
   });
   try {

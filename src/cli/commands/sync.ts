@@ -1,6 +1,7 @@
 // `lww-sink sync`: one-shot full-table LWW merge between nodes (repair). Exit 0 done (or dry run
 // done), else the common table (4: failed part-way; what committed stays: every write is an LWW merge).
-import { parseCommandArgs, urlProblem } from '../args.ts';
+import { parseTableSelectorText } from '../../install/table-list.ts';
+import { parseCommandArgs, tableListFlag, urlProblem } from '../args.ts';
 import { describeError, exitCodeOf } from '../exit-codes.ts';
 import { announceInterrupt } from '../interrupt.ts';
 import { formatSyncReport, type SyncProgress, syncNodes, syncReportToJson } from '../../sync/repair.ts';
@@ -59,18 +60,16 @@ export async function run(argv: string[]): Promise<number> {
   const nodes = values.node ?? [];
   const chunkRows = intFlag('chunk-rows', values['chunk-rows'], 2000, 1, 50_000);
   const interval = intFlag('progress-interval', values['progress-interval'], 2, 0, 86_400);
-  const tables = values.tables
-    ?.split(',')
-    .map((t) => t.trim())
-    .filter(Boolean);
+  const tableFlag = tableListFlag(values.tables);
+  const tables = typeof tableFlag === 'string' ? undefined : tableFlag;
   const problems = [
     nodes.length < 2 ? `give at least two --node URLs (got ${nodes.length})` : '',
     ...nodes.map((u) => urlProblem('node', u)),
     new Set(nodes).size !== nodes.length ? 'the same --node is given twice' : '',
     typeof chunkRows === 'string' ? chunkRows : '',
     typeof interval === 'string' ? interval : '',
-    ...(tables ?? []).map((t) => (/^[^.]+(\.[^.]+)?$/.test(t) ? '' : `--tables entries must be schema.table or schema (got "${t}")`)),
-    tables !== undefined && tables.length === 0 ? '--tables is empty' : '',
+    typeof tableFlag === 'string' ? `--tables: ${tableFlag}` : '',
+    ...(tables ?? []).map(selectorProblem),
   ].filter(Boolean);
   if (problems.length > 0) {
     console.error(`lww-sink sync: ${problems.join('; ')}`);
@@ -96,5 +95,15 @@ export async function run(argv: string[]): Promise<number> {
     return exitCodeOf(e);
   } finally {
     release();
+  }
+}
+
+/** A --tables entry of sync may be a table or a whole schema. */
+function selectorProblem(text: string): string {
+  try {
+    parseTableSelectorText(text);
+    return '';
+  } catch (e) {
+    return `--tables: ${(e as Error).message}`;
   }
 }
