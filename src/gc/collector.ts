@@ -23,7 +23,7 @@ import {
 } from '../sql/gc.ts';
 import { TABLE_EXISTS_SQL } from '../sql/introspect.ts';
 import { type Logger, silentLogger } from '../writer/options.ts';
-import { isRetryable } from '../writer/retry.ts';
+import { isRetryable } from '../db/retry.ts';
 import { loadTableMeta } from '../writer/table-metadata.ts';
 import { computeHorizons, type DirectionProgress, type NodeObservation, streamSourceNodeId } from './horizon.ts';
 import { type CheckpointRow, observeNode } from './state.ts';
