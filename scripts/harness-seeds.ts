@@ -2,6 +2,7 @@
 // kind (seed scenario: 10 s of network loss every 30 s, plus replicator kill -9, server restart and
 // a 5 s clock skew), for many seeds; each must converge with no finding but lww_skipped.
 //   npx tsx scripts/harness-seeds.ts [--engine mysql|mariadb] [--seeds 20] [--duration 2m] [--first-seed 100]
+//     [--isolation read-committed|repeatable-read|mixed] [--explicit-tx] [--schema-gen]
 import { parseArgs } from 'node:util';
 import { allFaults } from '../src/cli/workload-flags.ts';
 import { harnessAudit } from '../src/harness/audit-step.ts';
@@ -15,6 +16,10 @@ const { values } = parseArgs({
     seeds: { type: 'string', default: '20' },
     duration: { type: 'string', default: '2m' },
     'first-seed': { type: 'string', default: '100' },
+    isolation: { type: 'string', default: 'repeatable-read' },
+    'explicit-tx': { type: 'boolean', default: false },
+    /** Each seed also generates its schema (schema-gen.ts). */
+    'schema-gen': { type: 'boolean', default: false },
   },
 });
 const engine = values.engine === 'mariadb' ? 'mariadb' : 'mysql';
@@ -28,7 +33,19 @@ try {
     const r = await runHarness({
       engine,
       servers,
-      workload: { kind: 'hot_keys', schema: 'seeds', tables: 2, rowsPerTable: 200, threads: 8, durationMs, seed, hotKeys: 16 },
+      workload: {
+        kind: 'hot_keys',
+        schema: 'seeds',
+        tables: 2,
+        rowsPerTable: 200,
+        threads: 8,
+        durationMs,
+        seed,
+        hotKeys: 16,
+        isolation: values.isolation as 'read-committed' | 'repeatable-read' | 'mixed',
+        ...(values['explicit-tx'] ? { explicitTx: true } : {}),
+        ...(values['schema-gen'] ? { schemaGen: seed } : {}),
+      },
       faults: allFaults(durationMs),
       audit: harnessAudit,
     });
@@ -39,6 +56,7 @@ try {
       `seed ${seed}: ${ok ? 'ok' : 'FAILED'} — ${r.transactions} txns (${r.throughput.toFixed(0)}/s), faults ${r.faultsInjected}, diverged ${r.divergedKeys}, ` +
         `expected-state mismatches ${r.expectationMismatches.length}, audit ${counts}, ${((Date.now() - started) / 1000).toFixed(0)}s`,
     );
+    if (r.shapes) console.log(`  shapes (seed ${seed}): ${Object.entries(r.shapes).map(([k, v]) => `${k}=${v}`).join(' ')}`);
   }
 } finally {
   await Promise.all(servers.map((s) => s.destroy()));

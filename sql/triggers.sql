@@ -29,7 +29,12 @@
 -- {{tomb_version}} the version column qualified with its table, {{key_columns}} key column list,
 -- {{old_key}} OLD's key values, {{row_key_is_new}} the table's key equals NEW's,
 -- {{key_unchanged}} NEW's key equals OLD's (with the key columns' collations, as the unique index
--- compares them), {{now_us}}, {{node_id}}, {{max_physical}} (2^54).
+-- compares them), {{tomb_key_of_old}} the tombstone's key columns set to OLD's spelling, {{now_us}},
+-- {{node_id}}, {{max_physical}} (2^54).
+-- A tombstone that already exists takes the deleted row's spelling of its key ('Beta' over an older
+-- 'BETA' under a case-insensitive collation, 'a ' over 'a' under PAD SPACE): the binlog's tombstone
+-- image then carries exactly the deleted row's key, which is how capture finds a delete's version.
+-- (The delete's version always wins there: it is above the tombstone it read.)
 -- Column references are qualified so a column named like a local variable (lww_prev) stays a column.
 
 -- Local insert (also the insert half of REPLACE and INSERT ... ON DUPLICATE KEY UPDATE): above the
@@ -113,7 +118,7 @@ BEGIN
     SET NEW.{{version}} = lww_v;
     IF NOT ({{key_unchanged}}) THEN
       INSERT INTO {{tombstone}} ({{key_columns}}, {{version}}) VALUES ({{old_key}}, lww_v)
-        ON DUPLICATE KEY UPDATE {{tomb_version}} = GREATEST({{tomb_version}}, lww_v);
+        ON DUPLICATE KEY UPDATE {{tomb_key_of_old}}, {{tomb_version}} = GREATEST({{tomb_version}}, lww_v);
     END IF;
   END IF;
 END
@@ -159,7 +164,7 @@ BEGIN
     END IF;
     SET lww_v = (lww_phys << 10) | {{node_id}};
     INSERT INTO {{tombstone}} ({{key_columns}}, {{version}}) VALUES ({{old_key}}, lww_v)
-      ON DUPLICATE KEY UPDATE {{tomb_version}} = GREATEST({{tomb_version}}, lww_v);
+      ON DUPLICATE KEY UPDATE {{tomb_key_of_old}}, {{tomb_version}} = GREATEST({{tomb_version}}, lww_v);
   END IF;
 END
 ;

@@ -20,6 +20,9 @@ export const workloadFlagOptions = {
   fault: { type: 'string', multiple: true },
   'all-faults': { type: 'boolean', default: false },
   json: { type: 'boolean', default: false },
+  isolation: { type: 'string', default: 'repeatable-read' },
+  'explicit-tx': { type: 'boolean', default: false },
+  'schema-gen': { type: 'string' },
 } satisfies ParseArgsConfig['options'];
 
 export const WORKLOAD_HELP = `  --engine mysql|mariadb        servers to start (default mysql)
@@ -33,7 +36,12 @@ export const WORKLOAD_HELP = `  --engine mysql|mariadb        servers to start (
   --key-skew X                  1 = uniform, larger = more weight on low ids (default 1)
   --fault TERM                  repeatable: kill@20s | net:n1@30s/10s~30s | restart:n2@45s/3s | skew:n1@0s=-5s
   --all-faults                  one of each kind, spread over the run (seed scenario: 10 s loss every 30 s)
-  --json                        machine-readable result on stdout`;
+  --json                        machine-readable result on stdout
+  --isolation LEVEL             writers' isolation: read-committed | repeatable-read | mixed (default repeatable-read)
+  --explicit-tx                 generated sessions: multi-statement transactions (snapshot read first, savepoints,
+                                REPLACE, INSERT IGNORE, upserts, multi-row statements, key changes, unique swaps)
+  --schema-gen SEED             random tables from a grammar (key types, collations, UNIQUE, JSON, LOBs, FKs…)
+                                with generated sessions; the result lists which shapes ran`;
 
 export interface WorkloadFlags {
   engine: Engine;
@@ -69,6 +77,9 @@ export function parseWorkloadFlags(values: Record<string, unknown>, schema = 'lw
     throw new Error(`--workload must be hot_keys, oltp_write_only or oltp_update_non_index (got ${kind})`);
   }
   const durationMs = parseDuration(String(values.duration));
+  const isolation = String(values.isolation ?? 'repeatable-read');
+  if (!['read-committed', 'repeatable-read', 'mixed'].includes(isolation)) throw new Error(`--isolation must be read-committed, repeatable-read or mixed (got ${isolation})`);
+  const schemaGen = values['schema-gen'] === undefined ? undefined : num('schema-gen', 0);
   const faults = [...(values['all-faults'] ? allFaults(durationMs) : []), ...((values.fault as string[] | undefined) ?? []).map(parseFault)];
   return {
     engine,
@@ -84,6 +95,9 @@ export function parseWorkloadFlags(values: Record<string, unknown>, schema = 'lw
       seed: num('seed', 0),
       hotKeys: num('hot-keys'),
       keySkew: num('key-skew'),
+      isolation: isolation as 'read-committed' | 'repeatable-read' | 'mixed',
+      ...(values['explicit-tx'] ? { explicitTx: true } : {}),
+      ...(schemaGen === undefined ? {} : { schemaGen }),
     },
   };
 }

@@ -17,7 +17,9 @@ import { compareWithExpected, type ExpectationMismatch } from './expected.ts';
 import { type Fault, runFaults } from './faults.ts';
 import { ReplicatorProcess } from './replicator-process.ts';
 import { TcpProxy } from './tcp-proxy.ts';
-import { ClockSkew, expectedState, prepareWorkloadTables, runWriters, type WorkloadOptions, type WriterStats, workloadTables } from './workload.ts';
+import { ClockSkew, expectedState, prepareWorkloadTables, runWriters, usesGeneratedSessions, type WorkloadOptions, type WriterStats, workloadTables } from './workload.ts';
+import { type GenericMismatch, genericMismatches, startGenericOracle } from './session-gen.ts';
+import { generatedShapes } from './schema-gen.ts';
 
 export type HarnessMode = 'lww' | 'replace';
 
@@ -62,8 +64,10 @@ export interface HarnessResult {
   replication: { applied: number; staleSkipped: number; skippedByTombstone: number; conflicts: number; lagMs: number | undefined };
   state: StateReport;
   divergedKeys: number;
-  expectationMismatches: ExpectationMismatch[];
+  expectationMismatches: Array<ExpectationMismatch | GenericMismatch>;
   audit?: AuditSummary;
+  /** Generated schemas and sessions: which shapes ran and how often (tables, key types, statements, transactions). */
+  shapes?: Record<string, number>;
 }
 
 const MARK_SCHEMA = 'harness';
@@ -137,6 +141,7 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
       await new Promise((r) => setTimeout(r, 100));
     }
 
+    const oracle = usesGeneratedSessions(wl) ? await startGenericOracle(servers[0]!.url, wl.schema, workloadTables(wl).map((t) => t.slice(wl.schema.length + 1)), wl.versionColumn ?? '_lww_ts', wl.metaSchema ?? 'lww_meta') : undefined;
     const skew = new ClockSkew();
     const control = { stopped: false, skew };
     const started = Date.now();
@@ -207,10 +212,13 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
     const state = await checkState({ nodes: urls, tables: workloadTables(wl) });
     const acked = results.flatMap((r) => r.acked);
     const expected = expectedState(wl, acked);
-    const mismatches: ExpectationMismatch[] = [];
+    const mismatches: Array<ExpectationMismatch | GenericMismatch> = [];
     const tableNames = workloadTables(wl).map((t) => t.slice(t.indexOf('.') + 1));
-    for (const [i, c] of conns.entries()) {
-      mismatches.push(...(await compareWithExpected(c, names[i]!, wl.schema, tableNames, wl.versionColumn ?? '_lww_ts', expected)));
+    if (oracle) mismatches.push(...(await genericMismatches(conns, names, wl.schema, wl.versionColumn ?? '_lww_ts', oracle, acked)));
+    else {
+      for (const [i, c] of conns.entries()) {
+        mismatches.push(...(await compareWithExpected(c, names[i]!, wl.schema, tableNames, wl.versionColumn ?? '_lww_ts', expected)));
+      }
     }
     for (const c of conns) await c.end();
     const audit = o.audit ? await o.audit({ nodes: urls, from, tables: workloadTables(wl) }) : undefined;
@@ -245,6 +253,7 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
       divergedKeys: state.totals.findings,
       expectationMismatches: mismatches,
       audit,
+      ...(oracle ? { shapes: generatedShapes(wl.schemaGen, results.map((r) => r.shapes), { hotKeys: wl.hotKeys }) } : {}),
     };
   } finally {
     await replicator?.stop().catch(() => undefined);

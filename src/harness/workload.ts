@@ -8,6 +8,18 @@ import { tombstoneTableName } from '../model/names.ts';
 import { createDatabaseSql, createSbtestSql, insertSbtestRowsSql, RESET_TIMESTAMP_SQL, SET_TIMESTAMP_SQL, sbtest } from '../sql/workload.ts';
 import { isConnectionLost, isRetryable } from '../db/retry.ts';
 import { type Random, randomInt, seededRandom } from './random.ts';
+import { generateSchema, type GeneratedSchema, type GenTable } from './schema-gen.ts';
+import {
+  confirmSeenWrite,
+  generatedTransaction,
+  type IsolationChoice,
+  loadOracleTables,
+  OracleUncertainError,
+  prepareGeneratedTables,
+  type SessionContext,
+  sbtestGenTables,
+} from './session-gen.ts';
+import { SET_ISOLATION_SQL } from '../sql/generated.ts';
 
 export type WorkloadKind = 'oltp_update_non_index' | 'oltp_write_only' | 'hot_keys';
 
@@ -29,6 +41,27 @@ export interface WorkloadOptions {
   keySkew?: number;
   versionColumn?: string;
   metaSchema?: string;
+  /** Writers' isolation level: one for all, or mixed per transaction (default REPEATABLE READ). */
+  isolation?: IsolationChoice;
+  /** Generated sessions: explicit multi-statement transactions (snapshot read first, savepoints, upserts, key changes…). */
+  explicitTx?: boolean;
+  /** Generated schema: random tables from this seed (schema-gen.ts) instead of the sbtest ones; implies generated sessions. */
+  schemaGen?: number;
+}
+
+/** Whether the writers run generated sessions (session-gen.ts) rather than the fixed sbtest statements. */
+export function usesGeneratedSessions(opts: Pick<WorkloadOptions, 'explicitTx' | 'schemaGen'>): boolean {
+  return opts.explicitTx === true || opts.schemaGen !== undefined;
+}
+
+/** The tables generated sessions write: the generated schema's, or the sbtest tables described for the generator. */
+export function generatedTables(opts: WorkloadOptions): { schema: GeneratedSchema | undefined; tables: GenTable[] } {
+  if (opts.schemaGen !== undefined) {
+    const schema = generateSchema(opts.schemaGen, { hotKeys: opts.hotKeys });
+    return { schema, tables: schema.tables };
+  }
+  const keys = opts.kind === 'hot_keys' ? Math.min(opts.hotKeys ?? 8, opts.rowsPerTable) : opts.rowsPerTable;
+  return { schema: undefined, tables: sbtestGenTables(opts.tables, keys) };
 }
 
 export interface RowValues {
@@ -40,10 +73,13 @@ export interface RowValues {
 export interface AckedWrite {
   node: string;
   table: string;
-  id: number;
+  /** sbtest: the id; generated sessions: the key's identity under its collation (session-gen.ts). */
+  id: number | string;
   version: bigint;
-  /** null: the write deleted the key. */
+  /** null: the write deleted the key (sbtest; generated sessions leave it null and use text). */
   row: RowValues | null;
+  /** Generated sessions: the row's canonical text; null: deleted. */
+  text?: string | null;
 }
 
 export interface WriterStats {
@@ -55,6 +91,8 @@ export interface WriterStats {
   /** Commits whose outcome was unknown and could not be confirmed (not counted as acknowledged). */
   unconfirmed: number;
   acked: AckedWrite[];
+  /** Generated sessions: how many times each shape ran (statements, transaction shapes, isolation levels). */
+  shapes: Record<string, number>;
 }
 
 /** Writer clock skew per node, settable while writers run (the clock-skew fault). */
@@ -87,6 +125,7 @@ export const INITIAL_VERSION = 1n << 10n;
 /** Creates the sbtest tables on one node and loads identical rows (with the sink's flag, so no trigger stamps them). */
 export async function prepareWorkloadTables(url: string, opts: WorkloadOptions): Promise<void> {
   const versionColumn = opts.versionColumn ?? '_lww_ts';
+  if (opts.schemaGen !== undefined) return prepareGeneratedTables(url, opts.schema, generatedTables(opts).schema!, versionColumn, INITIAL_VERSION);
   const conn = await connect(url, { init: ['SET @lww_apply = 1'] });
   try {
     await conn.query(createDatabaseSql(opts.schema));
@@ -106,7 +145,8 @@ export async function prepareWorkloadTables(url: string, opts: WorkloadOptions):
   }
 }
 
-export function workloadTables(opts: Pick<WorkloadOptions, 'schema' | 'tables'>): string[] {
+export function workloadTables(opts: Pick<WorkloadOptions, 'schema' | 'tables' | 'schemaGen' | 'hotKeys'>): string[] {
+  if (opts.schemaGen !== undefined) return generateSchema(opts.schemaGen, { hotKeys: opts.hotKeys }).tables.map((t) => `${opts.schema}.${t.name}`);
   return Array.from({ length: opts.tables }, (_, t) => `${opts.schema}.${tableName(t)}`);
 }
 
@@ -203,7 +243,9 @@ export async function runWriters(
   opts: WorkloadOptions,
   control: { stopped: boolean; skew?: ClockSkew } = { stopped: false },
 ): Promise<WriterStats> {
-  const stats: WriterStats = { node: node.name, transactions: 0, statements: 0, retries: 0, reconnects: 0, unconfirmed: 0, acked: [] };
+  const stats: WriterStats = { node: node.name, transactions: 0, statements: 0, retries: 0, reconnects: 0, unconfirmed: 0, acked: [], shapes: {} };
+  const session = usesGeneratedSessions(opts) ? await sessionContext(node.url, opts) : undefined;
+  const isolation = opts.isolation ?? 'repeatable-read';
   const deadline = opts.durationMs === undefined ? Number.POSITIVE_INFINITY : Date.now() + opts.durationMs;
   const budget = opts.transactionsPerThread ?? Number.POSITIVE_INFINITY;
   const seedBase = opts.seed * 7919 + [...node.name].reduce((n, ch) => n * 31 + ch.charCodeAt(0), 0);
@@ -217,9 +259,9 @@ export async function runWriters(
       try {
         if (!conn) {
           conn = await connect(node.url, { connectTimeoutMs: 2000 });
-          await conn.query('SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ');
+          await conn.query(SET_ISOLATION_SQL[isolation === 'mixed' ? 'repeatable-read' : isolation]);
           for (const w of pendingConfirm) {
-            if (await confirm(conn, opts, w)) stats.acked.push(w);
+            if (await confirmWrite(conn, opts, session, w)) stats.acked.push(w);
             else stats.unconfirmed++;
           }
           pendingConfirm = [];
@@ -227,9 +269,14 @@ export async function runWriters(
         const skewMs = control.skew?.get(node.name) ?? 0;
         if (skewMs !== 0) await conn.execute(SET_TIMESTAMP_SQL, [(Date.now() + skewMs) / 1000]);
         else await conn.query(RESET_TIMESTAMP_SQL);
+        let level: keyof typeof SET_ISOLATION_SQL = isolation === 'mixed' ? 'repeatable-read' : isolation;
+        if (isolation === 'mixed') {
+          // SET TRANSACTION (no SESSION) applies to the next transaction only.
+          level = random() < 0.5 ? 'read-committed' : 'repeatable-read';
+          await conn.query(SET_ISOLATION_SQL[level].replace('SESSION ', ''));
+        }
         await conn.query('BEGIN');
-        const { touched, statements } = await runTransaction(conn, random, opts);
-        const writes = await readOwnWrites(conn, opts, node.name, touched);
+        const { writes, statements } = session ? await sessionTransaction(conn, random, session, node.name, level) : await sbtestTransaction(conn, random, opts, node.name);
         pendingConfirm = writes;
         await conn.query('COMMIT');
         pendingConfirm = [];
@@ -238,6 +285,15 @@ export async function runWriters(
         stats.transactions++;
         done++;
       } catch (err) {
+        // The oracle could not be sure what the transaction changed, or the triggers asked for a retry
+        // (SQLSTATE 40001: a replicated delete raced a local insert): roll back and go again.
+        const retryState = err instanceof OracleUncertainError ? 'oracle:uncertain-retried' : (err as { sqlState?: string }).sqlState === '40001' ? 'retry:40001' : undefined;
+        if (conn && retryState) {
+          await conn.query('ROLLBACK').catch(() => undefined);
+          stats.retries++;
+          session?.shapes.set(retryState, (session.shapes.get(retryState) ?? 0) + 1);
+          continue;
+        }
         if (conn && isConnectionLost(err)) {
           conn.destroy();
           conn = null;
@@ -262,12 +318,46 @@ export async function runWriters(
       }
     }
     if (conn && pendingConfirm.length > 0) {
-      for (const w of pendingConfirm) if (await confirm(conn, opts, w)) stats.acked.push(w);
+      for (const w of pendingConfirm) if (await confirmWrite(conn, opts, session, w)) stats.acked.push(w);
     }
     await conn?.end().catch(() => undefined);
   };
   await Promise.all(Array.from({ length: opts.threads }, (_, i) => thread(i)));
+  if (session) {
+    stats.shapes = Object.fromEntries([...session.shapes].sort(([a], [b]) => a.localeCompare(b)));
+    stats.shapes[`isolation:${isolation}`] = stats.transactions;
+  }
   return stats;
+}
+
+/** The generated sessions' context on one node: the tables, and the oracle's typed view of them. */
+async function sessionContext(url: string, opts: WorkloadOptions): Promise<SessionContext> {
+  const versionColumn = opts.versionColumn ?? '_lww_ts';
+  const metaSchema = opts.metaSchema ?? 'lww_meta';
+  const { tables } = generatedTables(opts);
+  const conn = await connect(url);
+  try {
+    const oracle = await loadOracleTables(conn, opts.schema, tables.map((t) => t.name), versionColumn, metaSchema);
+    return { schema: opts.schema, metaSchema, versionColumn, tables, oracle, explicitTx: opts.explicitTx ?? false, timeZones: opts.schemaGen !== undefined, shapes: new Map() };
+  } finally {
+    await conn.end();
+  }
+}
+
+async function sessionTransaction(conn: Connection, random: Random, ctx: SessionContext, node: string, level: string): Promise<{ writes: AckedWrite[]; statements: number }> {
+  ctx.shapes.set(`tx-isolation:${level}`, (ctx.shapes.get(`tx-isolation:${level}`) ?? 0) + 1);
+  const { writes, statements } = await generatedTransaction(conn, random, ctx, node);
+  return { writes: writes.map((w) => ({ node: w.node, table: w.table, id: w.id, version: w.version, row: null, text: w.text })), statements };
+}
+
+async function sbtestTransaction(conn: Connection, random: Random, opts: WorkloadOptions, node: string): Promise<{ writes: AckedWrite[]; statements: number }> {
+  const { touched, statements } = await runTransaction(conn, random, opts);
+  return { writes: await readOwnWrites(conn, opts, node, touched), statements };
+}
+
+async function confirmWrite(conn: Connection, opts: WorkloadOptions, session: SessionContext | undefined, w: AckedWrite): Promise<boolean> {
+  if (session && w.text !== undefined) return confirmSeenWrite(conn, session, { node: w.node, table: w.table, id: String(w.id), version: w.version, text: w.text });
+  return confirm(conn, opts, w);
 }
 
 export interface ExpectedRow {

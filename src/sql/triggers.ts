@@ -121,6 +121,7 @@ export function triggerDefinitions(target: TriggerTarget): TriggerDefinition[] {
     lock_tombstone_of_new: lockTombstone(tombstone, ofTomb(target.versionColumn), pairs(ofTomb, ofNew)),
     lock_tombstone_of_old: lockTombstone(tombstone, ofTomb(target.versionColumn), pairs(ofTomb, ofOld)),
     key_unchanged: pairs(ofNew, ofOld),
+    tomb_key_of_old: key.map((c) => `${ofTomb(c)} = ${ofOld(c)}`).join(', '),
     now_us: NOW_MICROS_SQL,
     node_id: String(target.nodeId),
     secret: quoteTable(target.metaSchema, APPLY_SECRET_TABLE),
@@ -160,7 +161,7 @@ function cascadeTombstones(c: CascadeChild, metaSchema: string, nowUs: string, n
   const ofParent = c.columns.map((p) => `${child}.${quoteIdent(p.child)} = OLD.${quoteIdent(p.parent)}`).join(' AND ');
   const hlc = (prev: string) => `((GREATEST(${nowUs}, (${prev} >> 10) + 1) << 10) | ${nodeId})`;
   return (
-    `    UPDATE ${tomb} JOIN ${child} ON ${keyMatch} SET ${tomb}.${v} = GREATEST(${tomb}.${v}, lww_v, ${hlc(`GREATEST(${child}.${v}, ${tomb}.${v})`)}) WHERE ${ofParent};\n` +
+    `    UPDATE ${tomb} JOIN ${child} ON ${keyMatch} SET ${c.primaryKey.map((k) => `${tomb}.${quoteIdent(k)} = ${child}.${quoteIdent(k)}, `).join('')}${tomb}.${v} = GREATEST(${tomb}.${v}, lww_v, ${hlc(`GREATEST(${child}.${v}, ${tomb}.${v})`)}) WHERE ${ofParent};\n` +
     `    INSERT INTO ${tomb} (${quoteList([...c.primaryKey, c.versionColumn])}) SELECT ${c.primaryKey.map((k) => `${child}.${quoteIdent(k)}`).join(', ')}, GREATEST(lww_v, ${hlc(`${child}.${v}`)})` +
     ` FROM ${child} WHERE ${ofParent} AND NOT EXISTS (SELECT 1 FROM ${tomb} WHERE ${keyMatch});`
   );

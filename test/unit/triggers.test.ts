@@ -61,10 +61,11 @@ describe('trigger text', () => {
     // After the row exists, a tombstone at or above it means a replicated delete won the race: retry.
     for (const body of [ai, au]) expect(body).toContain(`IF lww_prev >= NEW.${V} THEN\n      SIGNAL SQLSTATE '40001'`);
     expect(au).toContain('IF lww_stamp AND NOT (NEW.`id` = OLD.`id`) THEN');
-    // A key change and a delete write the old key's tombstone, keeping the greatest version.
+    // A key change and a delete write the old key's tombstone, keeping the greatest version; an
+    // existing tombstone takes the deleted row's spelling of the key (capture matches it by the image).
     for (const body of [bu, ad]) {
       expect(body).toContain(`INSERT INTO ${TOMB} (\`id\`, ${V}) VALUES (OLD.\`id\`, lww_v)\n`);
-      expect(body).toContain(`ON DUPLICATE KEY UPDATE ${TOMB}.${V} = GREATEST(${TOMB}.${V}, lww_v);`);
+      expect(body).toContain(`ON DUPLICATE KEY UPDATE ${TOMB}.\`id\` = OLD.\`id\`, ${TOMB}.${V} = GREATEST(${TOMB}.${V}, lww_v);`);
     }
   });
 
@@ -80,7 +81,7 @@ describe('trigger text', () => {
     const L = '`shop`.`lines`';
     const hlc = (prev: string) => `((GREATEST(${NOW}, (${prev} >> 10) + 1) << 10) | 7)`;
     expect(bd.body).toContain(
-      `    UPDATE ${LT} JOIN ${L} ON ${LT}.\`id\` = ${L}.\`id\` SET ${LT}.\`_lww_ts\` = GREATEST(${LT}.\`_lww_ts\`, lww_v, ${hlc(`GREATEST(${L}.\`_lww_ts\`, ${LT}.\`_lww_ts\`)`)}) WHERE ${L}.\`item_id\` = OLD.\`id\`;\n` +
+      `    UPDATE ${LT} JOIN ${L} ON ${LT}.\`id\` = ${L}.\`id\` SET ${LT}.\`id\` = ${L}.\`id\`, ${LT}.\`_lww_ts\` = GREATEST(${LT}.\`_lww_ts\`, lww_v, ${hlc(`GREATEST(${L}.\`_lww_ts\`, ${LT}.\`_lww_ts\`)`)}) WHERE ${L}.\`item_id\` = OLD.\`id\`;\n` +
         `    INSERT INTO ${LT} (\`id\`, \`_lww_ts\`) SELECT ${L}.\`id\`, GREATEST(lww_v, ${hlc(`${L}.\`_lww_ts\``)}) FROM ${L} WHERE ${L}.\`item_id\` = OLD.\`id\` AND NOT EXISTS (SELECT 1 FROM ${LT} WHERE ${LT}.\`id\` = ${L}.\`id\`);`,
     );
     expect(bd.body).toContain(`SET lww_v = (GREATEST(${NOW}, (lww_prev >> 10) + 1) << 10) | 7;`);

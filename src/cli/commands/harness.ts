@@ -21,6 +21,7 @@ export function describeResult(r: HarnessResult): string {
     `converged: ${r.converged ? 'yes' : 'NO'}; diverged keys: ${r.divergedKeys}; keys differing from the writers' expected state: ${new Set(r.expectationMismatches.map((m) => m.key)).size}`,
     `replication: applied ${r.replication.applied}, stale skipped ${r.replication.staleSkipped}, skipped by tombstone ${r.replication.skippedByTombstone}`,
     `audit: ${audit}`,
+    ...(r.shapes ? [`generated shapes (seed ${r.seed}): ${Object.entries(r.shapes).map(([k, v]) => `${k}=${v}`).join(' ')}`] : []),
   ].join('\n');
 }
 

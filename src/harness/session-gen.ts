@@ -1,0 +1,482 @@
+// Generated sessions: writer transactions shaped like real applications' — explicit multi-statement
+// transactions that read a snapshot before they write, savepoints rolled back, REPLACE, INSERT IGNORE,
+// INSERT … ON DUPLICATE KEY UPDATE, multi-row INSERT/UPDATE/DELETE, primary-key and case-only key
+// changes, unique-value swaps, sessions in other time zones — over any table the schema generator
+// describes (or the sbtest tables).
+//
+// The oracle stays exact without modelling what each statement did: every key a transaction may
+// have changed is a candidate (the keys it names; rows a REPLACE or an upsert clashes with on a
+// UNIQUE key, and child rows a parent's delete cascades to, both found by locking reads before the
+// statement), and just before COMMIT the transaction reads each candidate's row or tombstone. A
+// candidate it did not change reads as some committed state (version and values), which the final
+// state must equal or exceed anyway; so "per key, the highest version seen" is the LWW winner.
+import type { Connection, ResultSetHeader, RowDataPacket } from 'mysql2/promise';
+import { loadTableMeta } from '../writer/table-metadata.ts';
+import {
+  createGeneratedTableSql,
+  deleteByKeysSql,
+  type InsertVerb,
+  insertRowsSql,
+  lockByColumnValuesSql,
+  type OracleColumn,
+  oracleAllRowsSql,
+  oracleRowsSql,
+  oracleTombstonesSql,
+  ROLLBACK_TO_SAVEPOINT_SQL,
+  SAVEPOINT_SQL,
+  SET_TIME_ZONE_SQL,
+  selectByKeysSql,
+  updateByKeysSql,
+} from '../sql/generated.ts';
+import { createDatabaseSql } from '../sql/workload.ts';
+import { connect } from '../db/connection.ts';
+import { type Random, randomInt, seededRandom } from './random.ts';
+import { BINARY_COLLATION, type GenColumn, type GeneratedSchema, type GenTable, randomValue } from './schema-gen.ts';
+
+export type IsolationChoice = 'read-committed' | 'repeatable-read' | 'mixed';
+
+/** A write the oracle saw inside a committed transaction: the key's identity, version and row text (null: deleted). */
+export interface SeenWrite {
+  node: string;
+  table: string;
+  id: string;
+  version: bigint;
+  text: string | null;
+}
+
+/** What the oracle reads of one table (loaded from the server after install). */
+export interface OracleTable {
+  name: string;
+  key: OracleColumn[];
+  /** Written columns (not generated, not the version), compared by their canonical text. */
+  columns: OracleColumn[];
+  tombstoneTable: string;
+}
+
+export interface SessionContext {
+  schema: string;
+  metaSchema: string;
+  versionColumn: string;
+  tables: readonly GenTable[];
+  oracle: ReadonlyMap<string, OracleTable>;
+  /** Explicit multi-statement transactions (snapshot read first, savepoints); else one statement each. */
+  explicitTx: boolean;
+  /** Some transactions run in another session time zone. */
+  timeZones: boolean;
+  /** Counts of the shapes each transaction used (for the generated-shape report). */
+  shapes: Map<string, number>;
+}
+
+/** The writer gave up on a transaction because the oracle could not be sure what it changed; roll back and go again. */
+export class OracleUncertainError extends Error {}
+
+/** Statement errors an application meets and lives with: the statement changed nothing, the transaction goes on. */
+const STATEMENT_ERRORS = new Set(['ER_DUP_ENTRY', 'ER_ROW_IS_REFERENCED_2', 'ER_NO_REFERENCED_ROW_2', 'ER_ROW_IS_REFERENCED', 'ER_NO_REFERENCED_ROW']);
+
+const count = (shapes: Map<string, number>, name: string) => shapes.set(name, (shapes.get(name) ?? 0) + 1);
+const pick = <T>(random: Random, items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
+
+/** The sbtest tables as generator tables (integer key, k, c, pad), so generated sessions can run on them. */
+export function sbtestGenTables(tables: number, keys: number): GenTable[] {
+  return Array.from({ length: tables }, (_, t) => ({
+    name: `sbtest${t + 1}`,
+    columns: [
+      { name: 'id', kind: 'int', type: 'INT', nullable: false },
+      { name: 'k', kind: 'int', type: 'INT', nullable: false },
+      { name: 'c', kind: 'char', type: 'CHAR(120)', nullable: false, length: 119, collation: BINARY_COLLATION },
+      { name: 'pad', kind: 'char', type: 'CHAR(60)', nullable: false, length: 59, collation: BINARY_COLLATION },
+    ],
+    primaryKey: ['id'],
+    uniques: [],
+    uniquePools: [],
+    keyPool: Array.from({ length: keys }, (_, i) => [BigInt(i + 1)]),
+    initialRows: 0,
+    counter: 'k',
+  }));
+}
+
+const counterOf = (t: GenTable) => t.counter ?? 'n';
+
+/** Creates the generated tables on one node and loads the same initial rows (version 1 << 10) on every node. */
+export async function prepareGeneratedTables(url: string, schema: string, gen: GeneratedSchema, versionColumn: string, initialVersion: bigint): Promise<void> {
+  const conn = await connect(url);
+  try {
+    await conn.query(createDatabaseSql(schema));
+    for (const t of gen.tables) {
+      await conn.query(createGeneratedTableSql(schema, t.name, t, versionColumn));
+      const random = seededRandom(gen.seed * 31 + t.name.length * 7 + t.name.charCodeAt(1));
+      const writable = t.columns.filter((c) => !c.generated);
+      for (const key of t.keyPool.slice(0, t.initialRows)) {
+        const values = rowValues(t, key, random, gen.tables, true);
+        // The parent's initial rows are the first of its pool: reference only those (or NULL).
+        await conn.query(insertRowsSql(schema, t.name, 'INSERT IGNORE', [...writable.map((c) => c.name), versionColumn], 1), [
+          ...writable.map((c) => values.get(c.name)),
+          initialVersion,
+        ]);
+      }
+    }
+  } finally {
+    await conn.end();
+  }
+}
+
+/** Values for every written column of a row with this key. */
+function rowValues(t: GenTable, key: readonly unknown[], random: Random, all: readonly GenTable[], initial = false): Map<string, unknown> {
+  const out = new Map<string, unknown>();
+  for (const [i, k] of t.primaryKey.entries()) out.set(k, key[i]);
+  for (const c of t.columns) {
+    if (c.generated || t.primaryKey.includes(c.name)) continue;
+    if (t.foreignKey && c.name === t.foreignKey.column) {
+      const parent = all.find((p) => p.name === t.foreignKey!.parentTable)!;
+      const pool = initial ? parent.keyPool.slice(0, parent.initialRows) : parent.keyPool;
+      out.set(c.name, random() < 0.25 || pool.length === 0 ? null : pick(random, pool)[0]);
+    } else if (t.uniques.some((u) => u.includes(c.name))) {
+      const ui = t.uniques.findIndex((u) => u.includes(c.name));
+      const pool = t.uniquePools[ui]!;
+      out.set(c.name, initial || random() < 0.2 ? null : pick(random, pool)[t.uniques[ui]!.indexOf(c.name)]);
+    } else if (c.name === counterOf(t)) {
+      out.set(c.name, BigInt(randomInt(random, 0, 1000)));
+    } else {
+      out.set(c.name, randomValue(c, random));
+    }
+  }
+  return out;
+}
+
+/** Reads the oracle's view of each table (key and written columns, typed) from a node after install. */
+export async function loadOracleTables(conn: Connection, schema: string, tables: readonly string[], versionColumn: string, metaSchema: string): Promise<Map<string, OracleTable>> {
+  const [reg] = await conn.query<RowDataPacket[]>(
+    `SELECT table_name AS t, tombstone_table AS tomb FROM \`${metaSchema.replaceAll('`', '``')}\`.\`tables\` WHERE schema_name = ?`,
+    [schema],
+  );
+  const out = new Map<string, OracleTable>();
+  for (const name of tables) {
+    const meta = await loadTableMeta(conn, schema, name, versionColumn);
+    const typed = (c: (typeof meta.columns)[number]): OracleColumn => ({ name: c.name, dataType: c.dataType, columnType: c.columnType, json: c.json ?? c.dataType === 'json', collation: c.collation });
+    const tomb = reg.find((r) => r.t === name)?.tomb as string | undefined;
+    if (!tomb) throw new Error(`${schema}.${name} is not installed`);
+    out.set(name, {
+      name,
+      key: meta.primaryKey.map((k) => typed(meta.columns.find((c) => c.name === k)!)),
+      columns: meta.columns.filter((c) => !c.generated && c.name !== versionColumn).map(typed),
+      tombstoneTable: tomb,
+    });
+  }
+  return out;
+}
+
+/** Every row of the tables on one node, as the oracle reads them: table → identity → version and text. */
+export async function readOracleState(conn: Connection, schema: string, oracle: ReadonlyMap<string, OracleTable>, versionColumn: string): Promise<Map<string, { version: bigint; text: string }>> {
+  const out = new Map<string, { version: bigint; text: string }>();
+  for (const t of oracle.values()) {
+    const [rows] = await conn.query<RowDataPacket[]>(oracleAllRowsSql(schema, t.name, t.key, t.columns, versionColumn));
+    for (const r of rows) out.set(`${t.name}/${r.i}`, { version: BigInt(r.v as string), text: String(r.t) });
+  }
+  return out;
+}
+
+interface Candidates {
+  byTable: Map<string, unknown[][]>;
+}
+
+function addCandidate(c: Candidates, table: string, key: readonly unknown[]): void {
+  const list = c.byTable.get(table) ?? [];
+  c.byTable.set(table, list);
+  list.push([...key]);
+}
+
+const typedKey = (ctx: SessionContext, t: GenTable) => ctx.oracle.get(t.name)!.key;
+
+/** Spelling variants of a key value the collation holds equal (case and accents), from the pool. */
+function sameKeyOtherSpelling(col: GenColumn, value: unknown, pool: readonly unknown[]): unknown | undefined {
+  if (!(col.kind === 'varchar' || col.kind === 'char') || col.collation === BINARY_COLLATION || typeof value !== 'string') return undefined;
+  const fold = (s: string) => s.normalize('NFD').replace(/\p{M}/gu, '').toLowerCase();
+  const others = pool.filter((v) => typeof v === 'string' && v !== value && fold(v) === fold(value));
+  return others[0];
+}
+
+/**
+ * Runs one generated transaction's statements on an open transaction and returns what it wrote
+ * (read back before COMMIT, see the header). Throws OracleUncertainError when it cannot be sure.
+ */
+export async function generatedTransaction(conn: Connection, random: Random, ctx: SessionContext, node: string): Promise<{ writes: SeenWrite[]; statements: number }> {
+  const cand: Candidates = { byTable: new Map() };
+  let statements = 0;
+  const s = ctx.schema;
+  const shapes = ctx.shapes;
+
+  const run = async (sql: string, values: unknown[]): Promise<ResultSetHeader | RowDataPacket[] | null> => {
+    statements++;
+    try {
+      const [res] = await conn.query(sql, values);
+      return res as ResultSetHeader | RowDataPacket[];
+    } catch (err) {
+      const code = (err as { code?: string }).code;
+      if (code && STATEMENT_ERRORS.has(code)) {
+        count(shapes, `statement-error:${code}`);
+        return null;
+      }
+      throw err;
+    }
+  };
+  const children = (t: GenTable) => ctx.tables.filter((c) => c.foreignKey?.parentTable === t.name);
+  const flatKeys = (keys: readonly (readonly unknown[])[]) => keys.flatMap((k) => [...k]);
+
+  /** Locks the rows of these keys (and the rows holding these unique values) and notes every child row a delete of them would cascade to. */
+  const lockClashes = async (t: GenTable, keys: readonly (readonly unknown[])[], uniqueValues: readonly unknown[]): Promise<number> => {
+    const key = typedKey(ctx, t);
+    const found = new Map<string, unknown[]>();
+    const note = (rows: RowDataPacket[]) => {
+      for (const r of rows) {
+        const k = t.primaryKey.map((c) => r[c]);
+        found.set(k.map((v) => (Buffer.isBuffer(v) ? v.toString('hex') : String(v))).join('|'), k);
+      }
+    };
+    if (keys.length > 0) note(((await run(selectByKeysSql(s, t.name, t.primaryKey, key, keys.length, true), flatKeys(keys))) ?? []) as RowDataPacket[]);
+    const u = uniqueValues.filter((v) => v !== null);
+    if (t.uniques.length > 0 && u.length > 0) {
+      const ucol = ctx.oracle.get(t.name)!.columns.find((c) => c.name === t.uniques[0]![0])!;
+      note(((await run(lockByColumnValuesSql(s, t.name, t.primaryKey, ucol, u.length), u)) ?? []) as RowDataPacket[]);
+    }
+    for (const k of found.values()) addCandidate(cand, t.name, k);
+    for (const child of children(t)) {
+      if (found.size === 0) break;
+      const fk = child.foreignKey!;
+      const pcol = ctx.oracle.get(child.name)!.columns.find((c) => c.name === fk.column)!;
+      const parents = [...found.values()].map((k) => k[0]);
+      const rows = ((await run(lockByColumnValuesSql(s, child.name, child.primaryKey, pcol, parents.length), parents)) ?? []) as RowDataPacket[];
+      for (const r of rows) addCandidate(cand, child.name, child.primaryKey.map((c) => r[c]));
+    }
+    return found.size;
+  };
+
+  const distinctKeys = (t: GenTable, n: number): unknown[][] => {
+    const out: unknown[][] = [];
+    for (let i = 0; i < n * 3 && out.length < n; i++) {
+      const k = pick(random, t.keyPool);
+      if (!out.includes(k)) out.push(k);
+    }
+    return out;
+  };
+
+  const op = async (t: GenTable): Promise<void> => {
+    const key = typedKey(ctx, t);
+    const writable = t.columns.filter((c) => !c.generated);
+    const nonKey = writable.filter((c) => !t.primaryKey.includes(c.name));
+    const hasChildren = children(t).length > 0;
+    const uniqueCol = t.uniques[0]?.[0];
+    const r = random();
+    if (r < 0.3) {
+      // INSERT / INSERT IGNORE / REPLACE / INSERT … ON DUPLICATE KEY UPDATE, one row or several.
+      const verbChoice = random();
+      const verb: InsertVerb | 'ODKU' = verbChoice < 0.25 ? 'INSERT' : verbChoice < 0.5 ? 'INSERT IGNORE' : verbChoice < 0.75 ? 'REPLACE' : 'ODKU';
+      // A REPLACE that may delete rows it clashes with stays one row, so its affected-row count checks the clash read.
+      const single = verb === 'REPLACE' && (t.uniques.length > 0 || hasChildren);
+      const keys = distinctKeys(t, single ? 1 : randomInt(random, 1, 4));
+      const rows = keys.map((k) => rowValues(t, k, random, ctx.tables));
+      const uvals = uniqueCol ? rows.map((row) => row.get(uniqueCol)) : [];
+      // A REPLACE deletes what it clashes with: lock those rows first (and find their cascaded children).
+      const clashes = verb === 'REPLACE' && single ? await lockClashes(t, keys, uvals) : 0;
+      if (verb === 'REPLACE' && !single && hasChildren) await lockClashes(t, keys, []);
+      const update = verb === 'ODKU' ? nonKey.filter((c) => c.name !== uniqueCol && c.name !== t.foreignKey?.column && random() < 0.6).map((c) => c.name) : undefined;
+      if (update?.length === 0) update.push(counterOf(t));
+      const fresh = rowValues(t, keys[0]!, random, ctx.tables);
+      const updateValues = (update ?? []).map((c) => fresh.get(c));
+      const sql = insertRowsSql(s, t.name, verb === 'ODKU' ? 'INSERT' : verb, writable.map((c) => c.name), rows.length, update);
+      const res = (await run(sql, [...rows.flatMap((row) => writable.map((c) => row.get(c.name))), ...updateValues])) as ResultSetHeader | null;
+      for (const k of keys) addCandidate(cand, t.name, k);
+      count(shapes, `op:${verb === 'ODKU' ? 'odku' : verb.toLowerCase().replace(' ', '-')}${rows.length > 1 ? '-multi' : ''}`);
+      // An upsert that clashed on the unique key updated the row holding that value: it still holds it.
+      if (verb === 'ODKU' && uniqueCol) await lockClashes(t, [], uvals);
+      // A REPLACE removes 1 + the rows it clashed with; more means a clash the locking read did not see (READ COMMITTED).
+      if (single && res && res.affectedRows > 1 + clashes) throw new OracleUncertainError(`REPLACE removed rows the clash read did not see (${res.affectedRows} affected)`);
+    } else if (r < 0.5) {
+      // Multi-row UPDATE by a key list: new values, and the counter incremented.
+      const keys = distinctKeys(t, randomInt(random, 1, 4));
+      const set = nonKey.filter((c) => c.name !== counterOf(t) && random() < 0.5);
+      const values = set.map((c) => rowValues(t, keys[0]!, random, ctx.tables).get(c.name));
+      await run(updateByKeysSql(s, t.name, set.map((c) => c.name), [counterOf(t)], key, keys.length), [...values, ...flatKeys(keys)]);
+      for (const k of keys) addCandidate(cand, t.name, k);
+      count(shapes, `op:update${keys.length > 1 ? '-multi' : ''}`);
+    } else if (r < 0.65) {
+      const keys = distinctKeys(t, randomInt(random, 1, 3));
+      if (hasChildren) await lockClashes(t, keys, []);
+      await run(deleteByKeysSql(s, t.name, key, keys.length), flatKeys(keys));
+      for (const k of keys) addCandidate(cand, t.name, k);
+      count(shapes, `op:delete${keys.length > 1 ? '-multi' : ''}${hasChildren ? '-parent' : ''}`);
+    } else if (r < 0.77) {
+      // Primary-key change: one key column moves to another value, or to another spelling of the same key.
+      const [from] = distinctKeys(t, 1);
+      const ci = t.primaryKey.findIndex((k, i) => sameKeyOtherSpelling(t.columns.find((c) => c.name === k)!, from![i], t.keyPool.map((p) => p[i])) !== undefined);
+      const i = ci >= 0 && random() < 0.6 ? ci : randomInt(random, 0, t.primaryKey.length);
+      const col = t.columns.find((c) => c.name === t.primaryKey[i])!;
+      const caseOnly = i === ci ? sameKeyOtherSpelling(col, from![i], t.keyPool.map((p) => p[i])) : undefined;
+      const to = [...from!];
+      to[i] = caseOnly ?? pick(random, t.keyPool)[i];
+      await run(updateByKeysSql(s, t.name, [col.name], [], key, 1), [to[i], ...from!]);
+      addCandidate(cand, t.name, from!);
+      addCandidate(cand, t.name, to);
+      count(shapes, caseOnly !== undefined ? 'op:case-only-key-change' : 'op:key-change');
+    } else if (r < 0.85 && uniqueCol) {
+      // Swap two rows' unique values through NULL (id1 u=NULL; id2 u=<id1's>; id1 u=<id2's>).
+      const [a, b] = distinctKeys(t, 2);
+      if (!a || !b) return;
+      const rows = ((await run(selectByKeysSql(s, t.name, [...t.primaryKey, uniqueCol], key, 2, true), flatKeys([a, b]))) ?? []) as RowDataPacket[];
+      if (rows.length === 2) {
+        const [ua, ub] = [rows[0]![uniqueCol], rows[1]![uniqueCol]];
+        const [ka, kb] = rows.map((row) => t.primaryKey.map((c) => row[c]));
+        await run(updateByKeysSql(s, t.name, [uniqueCol], [], key, 1), [null, ...ka!]);
+        await run(updateByKeysSql(s, t.name, [uniqueCol], [], key, 1), [ua, ...kb!]);
+        await run(updateByKeysSql(s, t.name, [uniqueCol], [], key, 1), [ub, ...ka!]);
+        addCandidate(cand, t.name, ka!);
+        addCandidate(cand, t.name, kb!);
+        count(shapes, 'op:unique-swap');
+      }
+    } else {
+      // Read-modify-write from the snapshot: read the counter, write it back changed.
+      const [k] = distinctKeys(t, 1);
+      const rows = ((await run(selectByKeysSql(s, t.name, [counterOf(t)], key, 1, false), [...k!])) ?? []) as RowDataPacket[];
+      const seen = rows[0] ? BigInt(String(rows[0][counterOf(t)])) : 0n;
+      await run(updateByKeysSql(s, t.name, [counterOf(t)], [], key, 1), [seen + 7n, ...k!]);
+      addCandidate(cand, t.name, k!);
+      count(shapes, 'op:read-modify-write');
+    }
+  };
+
+  let zone: string | undefined;
+  if (ctx.timeZones && random() < 0.3) {
+    zone = pick(random, ['+05:30', '-08:00', '+13:00']);
+    await conn.query(SET_TIME_ZONE_SQL, [zone]);
+    count(shapes, 'session:time-zone');
+  }
+  try {
+    if (ctx.explicitTx) {
+      count(shapes, 'tx:explicit');
+      if (random() < 0.7) {
+        // The snapshot read before any write (REPEATABLE READ fixes the snapshot here).
+        const t = pick(random, ctx.tables);
+        const keys = distinctKeys(t, 3);
+        await run(selectByKeysSql(s, t.name, t.primaryKey, typedKey(ctx, t), keys.length, false), flatKeys(keys));
+        count(shapes, 'tx:snapshot-read-first');
+      }
+      const n = randomInt(random, 1, 5);
+      for (let i = 0; i < n; i++) await op(pick(random, ctx.tables));
+      if (random() < 0.25) {
+        await conn.query(SAVEPOINT_SQL);
+        for (let i = randomInt(random, 1, 3); i > 0; i--) await op(pick(random, ctx.tables));
+        await conn.query(ROLLBACK_TO_SAVEPOINT_SQL);
+        count(shapes, 'tx:savepoint-rolled-back');
+      }
+    } else {
+      count(shapes, 'tx:single-statement');
+      await op(pick(random, ctx.tables));
+    }
+    return { writes: await readBack(conn, ctx, cand, node), statements };
+  } finally {
+    if (zone) await conn.query(SET_TIME_ZONE_SQL, ['+00:00']);
+  }
+}
+
+/** Each candidate key's row (or tombstone) as this transaction sees it just before COMMIT. */
+async function readBack(conn: Connection, ctx: SessionContext, cand: Candidates, node: string): Promise<SeenWrite[]> {
+  const out: SeenWrite[] = [];
+  for (const [table, keys] of cand.byTable) {
+    const o = ctx.oracle.get(table)!;
+    const seen = new Set<string>();
+    for (let i = 0; i < keys.length; i += 50) {
+      const chunk = keys.slice(i, i + 50);
+      const flat = chunk.flat();
+      const [rows] = await conn.query<RowDataPacket[]>(oracleRowsSql(ctx.schema, table, o.key, o.columns, ctx.versionColumn, chunk.length), flat);
+      for (const r of rows) {
+        const id = String(r.i);
+        if (seen.has(id)) continue;
+        seen.add(id);
+        out.push({ node, table, id, version: BigInt(r.v as string), text: String(r.t) });
+      }
+      const [tombs] = await conn.query<RowDataPacket[]>(oracleTombstonesSql(ctx.metaSchema, o.tombstoneTable, o.key, ctx.versionColumn, chunk.length), flat);
+      for (const r of tombs) {
+        const id = String(r.i);
+        if (seen.has(id)) continue;
+        seen.add(id);
+        out.push({ node, table, id, version: BigInt(r.v as string), text: null });
+      }
+    }
+  }
+  return out;
+}
+
+/** After a commit with unknown outcome: the write is confirmed when its key holds exactly its version. */
+export async function confirmSeenWrite(conn: Connection, ctx: SessionContext, w: SeenWrite): Promise<boolean> {
+  const o = ctx.oracle.get(w.table)!;
+  const [rows] = await conn.query<RowDataPacket[]>(oracleAllRowsSql(ctx.schema, w.table, o.key, o.columns, ctx.versionColumn));
+  const row = rows.find((r) => String(r.i) === w.id);
+  if (row) return BigInt(row.v as string) === w.version && w.text !== null;
+  return w.text === null;
+}
+
+export interface GenericExpected {
+  version: bigint;
+  text: string | null;
+}
+
+/** Per table/identity, the state LWW must converge to: the highest version seen (initial rows included). */
+export function genericExpected(initial: ReadonlyMap<string, { version: bigint; text: string }>, writes: Iterable<SeenWrite>): Map<string, GenericExpected> {
+  const out = new Map<string, GenericExpected>();
+  for (const [k, v] of initial) out.set(k, { version: v.version, text: v.text });
+  for (const w of writes) {
+    const k = `${w.table}/${w.id}`;
+    const cur = out.get(k);
+    if (!cur || w.version > cur.version) out.set(k, { version: w.version, text: w.text });
+  }
+  return out;
+}
+
+export interface GenericMismatch {
+  node: string;
+  key: string;
+  expected: { version: string; row: string | null };
+  actual: { version: string; row: string } | null;
+}
+
+/** Every key whose row on the node differs from the expected state (version or canonical text). */
+export function compareGeneric(node: string, actual: ReadonlyMap<string, { version: bigint; text: string }>, expected: ReadonlyMap<string, GenericExpected>): GenericMismatch[] {
+  const out: GenericMismatch[] = [];
+  for (const [key, a] of actual) {
+    const e = expected.get(key);
+    if (!e || e.text === null || e.version !== a.version || e.text !== a.text) {
+      out.push({ node, key, expected: { version: e?.version.toString() ?? 'none', row: e?.text ?? null }, actual: { version: a.version.toString(), row: a.text } });
+    }
+  }
+  for (const [key, e] of expected) {
+    if (e.text !== null && !actual.has(key)) out.push({ node, key, expected: { version: e.version.toString(), row: e.text }, actual: null });
+  }
+  return out;
+}
+
+/** The oracle's start: the typed tables and the rows every node holds before the writers start (read from one node). */
+export async function startGenericOracle(url: string, schema: string, tables: readonly string[], versionColumn: string, metaSchema: string) {
+  const conn = await connect(url);
+  try {
+    const oracle = await loadOracleTables(conn, schema, tables, versionColumn, metaSchema);
+    return { oracle, initial: await readOracleState(conn, schema, oracle, versionColumn) };
+  } finally {
+    await conn.end();
+  }
+}
+
+/** Each node's rows against the state the writers' committed transactions imply. */
+export async function genericMismatches(
+  conns: readonly Connection[],
+  names: readonly string[],
+  schema: string,
+  versionColumn: string,
+  start: Awaited<ReturnType<typeof startGenericOracle>>,
+  acked: Iterable<{ node: string; table: string; id: number | string; version: bigint; text?: string | null }>,
+): Promise<GenericMismatch[]> {
+  const seen: SeenWrite[] = [];
+  for (const w of acked) if (w.text !== undefined) seen.push({ node: w.node, table: w.table, id: String(w.id), version: w.version, text: w.text });
+  const expected = genericExpected(start.initial, seen);
+  const out: GenericMismatch[] = [];
+  for (const [i, c] of conns.entries()) out.push(...compareGeneric(names[i]!, await readOracleState(c, schema, start.oracle, versionColumn), expected));
+  return out;
+}
