@@ -1,11 +1,13 @@
 // Tombstone GC under a delete-heavy harness run (issue #14): two servers, writers on both sides
-// (oltp_write_only: every transaction deletes a key and inserts it again, on keys drawn from a large
-// table, so almost every delete leaves a tombstone of its own), every fault kind, replication through
-// the replicator child with GC every --gc-interval; then the same run with GC off. Prints the
-// tombstone count of each node over time against the bound 2 × (deletes per margin window), and
-// whether each run converged with a clean audit.
+// (oltp_write_only: every transaction deletes a key and inserts it again; keys are drawn with a skew
+// (--key-skew 3: a tenth of the picks land on the 0.1 % hottest keys, which both sides fight over)
+// from a large table, so most deletes leave a tombstone of their own), every fault kind, replication
+// through the replicator child with GC every --gc-interval; then the same run with GC off. Prints the
+// tombstone count of each node over time against the bound 2 × (deletes per margin window), the
+// growth per minute of each run, and whether each run converged with a clean audit.
+// The margin is shorter than the 10-minute default so that GC gets to work within the run.
 //   npm run gc:soak -- [--engine mariadb|mysql] [--duration 4m] [--gc-interval 30s] [--gc-margin 1m]
-//                      [--rows 100000] [--threads 2] [--seed 7] [--no-baseline]
+//                      [--rows 100000] [--threads 2] [--key-skew 3] [--seed 7] [--no-baseline]
 import { parseArgs } from 'node:util';
 import type { RowDataPacket } from 'mysql2/promise';
 import { allFaults } from '../src/cli/workload-flags.ts';
@@ -25,6 +27,7 @@ const { values } = parseArgs({
     'gc-margin': { type: 'string', default: '1m' },
     rows: { type: 'string', default: '100000' },
     threads: { type: 'string', default: '2' },
+    'key-skew': { type: 'string', default: '3' },
     seed: { type: 'string', default: '7' },
     'no-baseline': { type: 'boolean', default: false },
   },
@@ -80,7 +83,7 @@ async function soak(label: string, servers: Awaited<ReturnType<typeof startServe
   const result = await runHarness({
     engine,
     servers,
-    workload: { kind: 'oltp_write_only', schema, tables, rowsPerTable: Number(values.rows), threads: Number(values.threads), durationMs, seed: Number(values.seed) },
+    workload: { kind: 'oltp_write_only', schema, tables, rowsPerTable: Number(values.rows), threads: Number(values.threads), keySkew: Number(values['key-skew']), durationMs, seed: Number(values.seed) },
     faults: allFaults(durationMs),
     audit: harnessAudit,
     replicatorArgs,
@@ -100,7 +103,15 @@ async function soak(label: string, servers: Awaited<ReturnType<typeof startServe
   const steady = samples.filter((s) => s.atS * 1000 >= marginMs + intervalMs + SAMPLE_MS);
   const peak = Math.max(0, ...steady.flatMap((s) => s.tombstones));
   const gc = lastGc as { runs?: number; collected?: number } | undefined;
-  return { label, result, samples, final, deletesPerSecond, bound, peak, gc, seconds: (Date.now() - t0) / 1000 };
+  return { label, result, samples, final, deletesPerSecond, bound, peak, gc, growth: growthPerMinute(samples), seconds: (Date.now() - t0) / 1000 };
+}
+
+/** Tombstones added per minute (max of the nodes) in the first and the second half of the samples: equal for linear growth, ~0 in the second half for a bounded count. */
+function growthPerMinute(samples: readonly Sample[]): [number, number] {
+  const max = (s: Sample) => Math.max(...s.tombstones);
+  const rate = (a: Sample | undefined, b: Sample | undefined) => (a && b && b.atS > a.atS ? ((max(b) - max(a)) * 60) / (b.atS - a.atS) : Number.NaN);
+  const mid = Math.floor(samples.length / 2);
+  return [rate(samples[0], samples[mid]), rate(samples[mid], samples[samples.length - 1])];
 }
 
 const servers = await startServers({ engine, count: 2 });
@@ -108,7 +119,8 @@ let ok = true;
 try {
   const runs = [await soak('gc', servers, ['--gc-interval', values['gc-interval']!, '--gc-margin', values['gc-margin']!])];
   if (!values['no-baseline']) runs.push(await soak('no-gc', servers, ['--gc-interval', '0']));
-  console.log(`\n${engine}, ${values.duration} of oltp_write_only on 2 × ${values.rows} rows, ${values.threads} writers per node, every fault kind; GC every ${values['gc-interval']}, margin ${values['gc-margin']}`);
+  console.log(`\ncommand: npm run gc:soak -- ${process.argv.slice(2).join(' ')}`);
+  console.log(`${engine}, ${values.duration} of oltp_write_only on 2 × ${values.rows} rows, ${values.threads} writers per node, every fault kind; GC every ${values['gc-interval']}, margin ${values['gc-margin']}`);
   for (const r of runs) {
     const audit = r.result.audit ? `audit findings ${r.result.audit.findings}` : 'no audit';
     const clean = r.result.converged && r.result.expectationMismatches.length === 0 && (r.result.audit?.findings ?? 1) === 0;
@@ -118,6 +130,7 @@ try {
         `converged ${r.result.converged}, expected-state mismatches ${r.result.expectationMismatches.length}, ${audit}; ${r.seconds.toFixed(0)} s`,
     );
     console.log(`[${r.label}] tombstones over time (max of the nodes): ${r.samples.map((s) => `${s.atS}s:${Math.max(...s.tombstones)}`).join(' ')}; after the run: ${r.final.join(', ')}`);
+    console.log(`[${r.label}] growth per minute: first half ${r.growth[0].toFixed(0)}, second half ${r.growth[1].toFixed(0)}`);
     console.log(
       `[${r.label}] bound 2 × deletes per margin window = ${Math.round(r.bound)}; peak after the first margin + interval: ${r.peak} (${r.peak < r.bound ? 'below' : 'ABOVE'} the bound)` +
         `${r.gc ? `; GC passes ${r.gc.runs ?? 0}, tombstones removed ${r.gc.collected ?? 0}` : ''}`,

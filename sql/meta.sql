@@ -18,6 +18,13 @@ CREATE TABLE IF NOT EXISTS {{meta}}.`checkpoints` (
   -- every later source transaction commits at or after it. NULL while unknown. The tombstone GC
   -- horizon is computed from it (src/gc/horizon.ts).
   `source_time_us`  BIGINT UNSIGNED NULL,
+  -- Which server and binlog history `position` belongs to, recorded by the replicator at each start
+  -- (src/replicator/source-identity.ts): server_uuid (MariaDB: server_id), the GTID set it had then
+  -- (gtid_executed, MariaDB gtid_binlog_state) and its binlog head. A resume against another server
+  -- or after a binlog reset is refused instead of reading a meaningless offset. NULL while unknown.
+  `source_uuid`     VARCHAR(64)     NULL,
+  `source_gtid_set` TEXT            NULL,
+  `source_head`     VARCHAR(4096)   NULL,
   PRIMARY KEY (`source_id`)
 ) ENGINE=InnoDB
 ;

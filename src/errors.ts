@@ -209,3 +209,22 @@ export class HorizonCrossedError extends LwwError {
     super(message);
   }
 }
+
+/**
+ * A checkpoint's position belongs to another server or to a binlog history that was reset
+ * (RESET BINARY LOGS AND GTIDS / RESET MASTER): reading from its offset would replay or skip
+ * unrelated changes. Permanent: the operator re-seeds the target and resets the checkpoint.
+ */
+export class SourceIdentityError extends LwwError {
+  readonly code = 'LWW_SOURCE_IDENTITY';
+  /** Restarting meets it again: a direction fails instead of looping (replicator/classify.ts). */
+  readonly permanent = true;
+  constructor(
+    message: string,
+    readonly sourceId: string,
+    readonly storedUuid: string | undefined,
+    readonly currentUuid: string,
+  ) {
+    super(message);
+  }
+}

@@ -68,3 +68,32 @@ export function bytesBetween(from: BinlogPosition, to: BinlogPosition, files: Re
   }
   return bytes;
 }
+
+/** Binlog file names without their sequence number: positions compare only within one base name. */
+export function binlogBaseName(file: string): string {
+  return file.replace(/\.\d+$/, '');
+}
+
+/** A GTID set as the server prints it, without the line breaks MySQL puts after its commas. */
+export function normalizeGtidSet(text: string | null | undefined): string {
+  return (text ?? '').replace(/\s+/g, '');
+}
+
+/**
+ * MariaDB: whether every `domain-server-seq` of `stored` is reached in `current` (gtid_binlog_state
+ * keeps the last seq per domain and server id). A reset binlog or another server lacks them.
+ */
+export function mariadbGtidContained(stored: string, current: string): boolean {
+  const last = new Map<string, bigint>();
+  for (const g of normalizeGtidSet(current).split(',').filter(Boolean)) {
+    const m = /^(\d+)-(\d+)-(\d+)$/.exec(g);
+    if (m) last.set(`${m[1]}-${m[2]}`, BigInt(m[3]!));
+  }
+  for (const g of normalizeGtidSet(stored).split(',').filter(Boolean)) {
+    const m = /^(\d+)-(\d+)-(\d+)$/.exec(g);
+    if (!m) return false;
+    const seq = last.get(`${m[1]}-${m[2]}`);
+    if (seq === undefined || seq < BigInt(m[3]!)) return false;
+  }
+  return true;
+}

@@ -285,12 +285,14 @@ export async function collectGarbage(options: GcOptions): Promise<GcReport> {
         continue;
       }
       const collector = new NodeCollector(conn, { metaSchema, batchRows: options.batchRows ?? DEFAULT_GC_BATCH_ROWS, dryRun }, node);
-      try {
-        await collector.tombstones(h.horizon);
-        await collector.retention(Math.floor(retentionMs / 1000), rows[i]!);
-      } catch (err) {
-        node.error = describe(err);
-        log.warn(`gc: ${node.name}: ${node.error}`);
+      // The retentions do not depend on the tombstones: a failure of one does not skip the other.
+      for (const step of [() => collector.tombstones(h.horizon), () => collector.retention(Math.floor(retentionMs / 1000), rows[i]!)]) {
+        try {
+          await step();
+        } catch (err) {
+          node.error = [node.error, describe(err)].filter(Boolean).join('; ');
+          log.warn(`gc: ${node.name}: ${describe(err)}`);
+        }
       }
     }
     report.seconds = (Date.now() - started) / 1000;

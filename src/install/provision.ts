@@ -4,7 +4,7 @@ import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { UnsupportedTableError } from '../errors.ts';
 import type { TableMeta } from '../model/table.ts';
 import { dropTableSql, enterApplySessionSql, modifyTombstoneColumnsSql } from '../sql/install.ts';
-import { addCheckpointSourceTimeSql } from '../sql/checkpoint.ts';
+import { addCheckpointIdentityColumnsSql, addCheckpointSourceTimeSql, CHECKPOINT_IDENTITY_COLUMNS } from '../sql/checkpoint.ts';
 import { COLUMNS_SQL, UNIQUE_KEYS_SQL } from '../sql/introspect.ts';
 import { columnDefinition, metaSchemaDdl, tombstoneTableDdl } from '../sql/templates.ts';
 
@@ -13,6 +13,9 @@ export async function ensureMetaSchema(conn: Connection, metaSchema: string): Pr
   // A checkpoints table made by an older version lacks the source time the GC horizon needs.
   const [cols] = await conn.query<RowDataPacket[]>(COLUMNS_SQL, [metaSchema, 'checkpoints']);
   if (!cols.some((c) => c.name === 'source_time_us')) await conn.query(addCheckpointSourceTimeSql(metaSchema));
+  // ...and the source server identity (server_uuid, GTID set, binlog head) resumes are checked against.
+  const missing = CHECKPOINT_IDENTITY_COLUMNS.filter((want) => !cols.some((c) => c.name === want.name));
+  if (missing.length > 0) await conn.query(addCheckpointIdentityColumnsSql(metaSchema, missing));
 }
 
 /** Makes the session one whose writes keep their versions (the sink's, install's backfill). */

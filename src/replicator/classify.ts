@@ -12,6 +12,7 @@ import {
   InvalidOptionsError,
   LwwError,
   OwnershipLostError,
+  SourceIdentityError,
   UnknownColumnError,
   UnknownTableError,
   UnsafeSourceError,
@@ -37,6 +38,7 @@ export function classifyFailure(err: unknown): Classified {
   const errors = chain(err);
   const has = (type: abstract new (...args: never[]) => unknown) => errors.some((e) => e instanceof type);
   if (has(OwnershipLostError)) return { kind: 'permanent', cause: 'ownership lost' };
+  if (has(SourceIdentityError)) return { kind: 'permanent', cause: 'checkpoint belongs to another server or binlog history' };
   // Errors that know they are final say so (capture's CaptureRefusedError: reading the same binlog again meets it again).
   const final = errors.find((e) => (e as { permanent?: unknown } | null)?.permanent === true);
   if (final) return { kind: 'permanent', cause: final instanceof CaptureError ? 'capture refused' : (final as Error).name };

@@ -9,7 +9,8 @@ import type { Connection } from 'mysql2/promise';
 import { startCapture, type BinlogCapture } from '../capture/reader.ts';
 import type { TableSelector } from '../capture/filter.ts';
 import { binlogLag, currentPosition } from '../capture/source.ts';
-import { connect } from '../db/connection.ts';
+import { connect, redactUrl } from '../db/connection.ts';
+import { checkSourceIdentity, readSourceIdentity, recordSourceIdentity } from './source-identity.ts';
 import { checkStreamHorizon } from '../gc/guard.ts';
 import { sourceClockMs } from '../gc/state.ts';
 import { DirectionFailedError } from '../errors.ts';
@@ -194,7 +195,7 @@ export class Direction {
     this.sink = sink;
     let capture: BinlogCapture | null = null;
     try {
-      await sink.claim(this.sourceId);
+      const epoch = await sink.claim(this.sourceId);
       const stored = await sink.checkpoint(this.sourceId);
       let checkpoint = stored?.position;
       if (stored) {
@@ -229,6 +230,8 @@ export class Direction {
         await sink.flush();
         this.options.logger.info(`${this.name}: first start, recorded source position ${checkpoint}`);
       }
+      // Checkpoints identify their server: no resume on another one or after a binlog reset (source-identity.ts).
+      await this.checkSourceIdentity(epoch, stored ? checkpoint : undefined);
       this.checkpointPosition = checkpoint;
       if (this.options.initialCopy) {
         this.state = 'copying';
@@ -284,6 +287,33 @@ export class Direction {
       await sink.abort();
       this.sink = null;
       this.capture = null;
+    }
+  }
+
+  /** Refuses to resume `checkpoint` when the source is another server or its binlog was reset; records who the source is. */
+  private async checkSourceIdentity(epoch: bigint, checkpoint: string | undefined): Promise<void> {
+    const { source, target, metaSchema } = this.options;
+    const src = await connect(source.url);
+    let tgt: Connection | undefined;
+    try {
+      tgt = await connect(target.url);
+      const identity =
+        checkpoint === undefined
+          ? await readSourceIdentity(src)
+          : await checkSourceIdentity({
+              source: src,
+              target: tgt,
+              metaSchema,
+              sourceId: this.sourceId,
+              checkpoint,
+              direction: this.name,
+              sourceName: `node ${source.name} (${redactUrl(source.url)})`,
+              targetName: `node ${target.name}`,
+            });
+      await recordSourceIdentity(tgt, metaSchema, this.sourceId, epoch, identity);
+    } finally {
+      await src.end().catch(() => src.destroy());
+      await tgt?.end().catch(() => tgt?.destroy());
     }
   }
 

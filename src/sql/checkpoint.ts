@@ -1,6 +1,6 @@
 // Checkpoint statements. The advance is conditioned on the owner epoch, so a writer that lost
 // ownership changes nothing and learns it from the affected-row count.
-import { quoteList, quoteTable } from './quote.ts';
+import { quoteIdent, quoteList, quoteTable } from './quote.ts';
 
 const T = (meta: string) => quoteTable(meta, 'checkpoints');
 
@@ -34,4 +34,49 @@ export function advanceCheckpointSql(meta: string): string {
 /** Upgrades a checkpoints table made before the source time was recorded. */
 export function addCheckpointSourceTimeSql(meta: string): string {
   return `ALTER TABLE ${T(meta)} ADD COLUMN \`source_time_us\` BIGINT UNSIGNED NULL`;
+}
+
+/** The columns that identify the source server of a checkpoint, with their definitions (added in place to older tables). */
+export const CHECKPOINT_IDENTITY_COLUMNS: ReadonlyArray<{ name: string; definition: string }> = [
+  { name: 'source_uuid', definition: 'VARCHAR(64) NULL' },
+  { name: 'source_gtid_set', definition: 'TEXT NULL' },
+  { name: 'source_head', definition: 'VARCHAR(4096) NULL' },
+];
+
+/** Upgrades a checkpoints table made before checkpoints identified their source server. */
+export function addCheckpointIdentityColumnsSql(meta: string, columns: ReadonlyArray<{ name: string; definition: string }>): string {
+  return `ALTER TABLE ${T(meta)} ${columns.map((c) => `ADD COLUMN ${quoteIdent(c.name)} ${c.definition}`).join(', ')}`;
+}
+
+/** Bound: source_id. */
+export function readSourceIdentitySql(meta: string): string {
+  return `SELECT \`source_uuid\`, \`source_gtid_set\`, \`source_head\` FROM ${T(meta)} WHERE \`source_id\` = ?`;
+}
+
+/** Bound: uuid, gtid set (or null), head position, source_id, owner_epoch. Affects 0 rows when the epoch moved on. */
+export function recordSourceIdentitySql(meta: string): string {
+  return (
+    `UPDATE ${T(meta)} SET \`source_uuid\` = ?, \`source_gtid_set\` = ?, \`source_head\` = ?` +
+    ' WHERE `source_id` = ? AND `owner_epoch` = ?'
+  );
+}
+
+/** Who the source server is (MySQL): its uuid and GTID state. */
+export const MYSQL_SOURCE_IDENTITY_SQL =
+  "SELECT @@GLOBAL.server_uuid AS uuid, @@GLOBAL.gtid_mode AS gtidMode, @@GLOBAL.gtid_executed AS gtidSet";
+
+/** MariaDB has no server_uuid: the server id, and the binlog's GTID state (always kept). */
+export const MARIADB_SOURCE_IDENTITY_SQL =
+  "SELECT CONCAT('server_id:', @@GLOBAL.server_id) AS uuid, 'ON' AS gtidMode, @@GLOBAL.gtid_binlog_state AS gtidSet";
+
+/** MySQL: 1 when every GTID of the bound set is in the server's executed set. */
+export const MYSQL_GTID_CONTAINED_SQL = 'SELECT GTID_SUBSET(?, @@GLOBAL.gtid_executed) AS contained';
+
+/**
+ * For messages, not for running here: the statement an operator runs on a target to forget a
+ * source's checkpoint and its initial-copy progress (`<sourceId>#...`), so the next start re-seeds.
+ */
+export function resetCheckpointSqlText(meta: string, sourceId: string): string {
+  const literal = (v: string) => `'${v.replace(/\\/g, '\\\\').replace(/'/g, "''")}'`;
+  return `DELETE FROM ${T(meta)} WHERE \`source_id\` = ${literal(sourceId)} OR \`source_id\` LIKE ${literal(`${sourceId.replace(/[\\%_]/g, (c) => `\\${c}`)}#%`)}`;
 }
