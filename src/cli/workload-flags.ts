@@ -34,7 +34,9 @@ export const WORKLOAD_HELP = `  --engine mysql|mariadb        servers to start (
   --seed N                      workload seed (default 1)
   --hot-keys N                  keys per table the hot-key writers fight over (default 16)
   --key-skew X                  1 = uniform, larger = more weight on low ids (default 1)
-  --fault TERM                  repeatable: kill@20s | net:n1@30s/10s~30s | restart:n2@45s/3s | skew:n1@0s=-5s
+  --fault TERM                  repeatable: kill@20s | net:n1@30s/10s~30s | restart:n2@45s/3s | skew:n1@0s=-5s;
+                                net takes :drop (FIN), :reset (RST) or :blackhole (silent until healed), restart
+                                :clean (SIGTERM) or :abrupt (SIGKILL, crash recovery); without one they alternate
   --all-faults                  one of each kind, spread over the run (seed scenario: 10 s loss every 30 s)
   --json                        machine-readable result on stdout
   --isolation LEVEL             writers' isolation: read-committed | repeatable-read | mixed (default repeatable-read)
