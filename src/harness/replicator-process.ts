@@ -144,9 +144,9 @@ export class ReplicatorProcess {
     }
   }
 
-  /** The last logged error, or the last line on stderr. */
+  /** The last logged error, or the last plain line naming the command or an error (a usage problem), or the last line. */
   get lastError(): string | undefined {
-    return this.lastErrorLine ?? this.tail.at(-1);
+    return this.lastErrorLine ?? [...this.tail].reverse().find((l) => /^lww-sink\b|error/i.test(l)) ?? this.tail.at(-1);
   }
 
   private keepDirections(): void {
