@@ -530,7 +530,10 @@ export class TransactionAssembler {
     const stateOf = (tombTable: string, text: string) => {
       const id = `${tombTable}\u0002${text}`;
       let st = keys.get(id);
-      if (!st) keys.set(id, (st = { since: [] }));
+      if (!st) {
+        st = { since: [] };
+        keys.set(id, st);
+      }
       return st;
     };
     for (const e of txn.order) {

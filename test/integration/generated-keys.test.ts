@@ -66,10 +66,11 @@ describeEachEngine('generated keys replicate', 2, (ctx) => {
     await a.query('COMMIT');
     expect((await same('d')).map((r) => r.n)).toEqual([5]);
     // B's tombstone of the key is A's last delete: an older write of the key from B loses there.
-    const [[tombA], [tombB]] = await Promise.all(
+    const tombs = await Promise.all(
       [a, b].map(async (c) => (await c.query("SELECT CAST(_lww_ts AS CHAR) AS v FROM lww_meta.tomb__gk__d WHERE k = '2042-09-03 05:06:07'"))[0] as Array<{ v: string }>),
     );
-    expect(tombB?.v).toBe(tombA?.v);
+    expect(tombs[0]).toHaveLength(1);
+    expect(tombs[1]).toEqual(tombs[0]);
     await a.query('DELETE FROM gk.t');
     expect(await same('t')).toEqual([]);
   });
