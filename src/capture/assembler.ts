@@ -299,6 +299,8 @@ export class TransactionAssembler {
       return [];
     }
     if (!this.options.tables.includes(event.schema, event.table)) return [];
+    // A row event as large as a chunk travels alone: the changes read before it go first.
+    const first = event.bytes >= this.chunkBytes && txn.changes.length > 0 && !this.options.includeApplied && !txn.appliedBySink ? this.chunk(txn, event.bytes) : [];
     const base = { schema: event.schema, table: event.table, op: event.op };
     const partial = event.partial === true && event.op !== 'delete';
     if (event.op === 'update') {
@@ -308,9 +310,9 @@ export class TransactionAssembler {
     } else {
       for (const before of event.rows) txn.changes.push({ ...base, before });
     }
-    if (this.options.includeApplied || txn.appliedBySink) return [];
-    if (txn.changes.length < this.chunkRows && txn.bytes < this.chunkBytes) return [];
-    return this.chunk(txn);
+    if (this.options.includeApplied || txn.appliedBySink) return first;
+    if (txn.changes.length < this.chunkRows && txn.bytes < this.chunkBytes) return first;
+    return [...first, ...this.chunk(txn)];
   }
 
   /**
@@ -319,7 +321,7 @@ export class TransactionAssembler {
    * carries the position where the transaction started: the checkpoint reaches its end only with
    * the commit. A crash replays it from the start; LWW makes that harmless.
    */
-  private chunk(txn: OpenTransaction): AssembledItem[] {
+  private chunk(txn: OpenTransaction, keepBytes = 0): AssembledItem[] {
     const start = this.openStart ?? this.boundary;
     if (!start) return [];
     let ready = 0;
@@ -337,9 +339,10 @@ export class TransactionAssembler {
     if (ready === 0) return [];
     const taken = txn.changes.splice(0, ready);
     const position = formatPosition(this.resumePointBefore(start));
-    const item = this.transactionItem(taken, versions, position, txn.bytes);
+    const item = this.transactionItem(taken, versions, position, txn.bytes - keepBytes);
     item.continues = true;
-    txn.bytes = 0;
+    // `keepBytes`: the event being read now, counted already, stays with the changes after this chunk.
+    txn.bytes = keepBytes;
     txn.chunked = true;
     txn.emitted += taken.length;
     return [item];
