@@ -119,6 +119,13 @@ export interface AssemblerOptions {
   chunkRows?: number;
   /** ... or of this many binlog bytes. Default 16 MiB. */
   chunkBytes?: number;
+  /**
+   * Row events of a captured table whose full image has no version column were written before the
+   * table was installed (the event names its own columns): with this callback they are skipped and
+   * reported (install's backfill and the initial copy carry those rows); without it they stop
+   * capture (UnsupportedTableError).
+   */
+  onUnversioned?: (schema: string, table: string) => void;
 }
 
 /** Default chunk bounds of a large source transaction (bounded memory in capture and sink). */
@@ -299,6 +306,10 @@ export class TransactionAssembler {
       return [];
     }
     if (!this.options.tables.includes(event.schema, event.table)) return [];
+    if (this.options.onUnversioned && this.unversioned(event)) {
+      this.options.onUnversioned(event.schema, event.table);
+      return [];
+    }
     // A row event as large as a chunk travels alone: the changes read before it go first.
     const first = event.bytes >= this.chunkBytes && txn.changes.length > 0 && !this.options.includeApplied && !txn.appliedBySink ? this.chunk(txn, event.bytes) : [];
     const base = { schema: event.schema, table: event.table, op: event.op };
@@ -388,6 +399,15 @@ export class TransactionAssembler {
       if (prev === undefined || version > prev.version) tomb.versions.set(key, { version, key: keyRow });
       if (this.options.includeApplied) txn.tombstoneWrites.push({ table: event.table, key: keyRow, version });
     }
+  }
+
+  /** A complete row image without the version column: written while the table was not installed. */
+  private unversioned(event: Extract<CaptureEvent, { type: 'rows' }>): boolean {
+    if (event.partial) return false;
+    const first = event.rows[0];
+    if (!first) return false;
+    const image = event.op === 'update' ? (first as { after: Row }).after : (first as Row);
+    return !(this.options.versionColumn in image);
   }
 
   /** The row's version; 0 for an incomplete image without it (repair reads the row's own version). */
