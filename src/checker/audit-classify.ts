@@ -70,6 +70,35 @@ export interface ClassifyOptions {
 /** The part of the audit report that classification decides. */
 export type Classification = Pick<AuditReport, 'counts' | 'lwwSkipped' | 'delivered' | 'outsideWindow' | 'unknownVersionDeletes' | 'findings' | 'findingsTruncated'>;
 
+/**
+ * Nets out the rows a sink transaction inserted and removed again before commit: the sink's upsert
+ * inserts a key's row and, when a tombstone of the same or a newer version covers it, deletes it in
+ * the same transaction. No other session saw that row (it was X-locked until it was gone), so the
+ * pair is no write of the row; judged as writes it would read as an older version stored under a
+ * newer tombstone. An insert (no before image) followed by a delete of exactly that row (its before
+ * image carries the inserted version) becomes nothing, or, when a tombstone write of the transaction
+ * was matched to that delete, a tombstone-only delete with its version (what the transaction left).
+ * Everything else is kept as written.
+ */
+export function withoutTransientInserts(writes: readonly KeyWrite[]): KeyWrite[] {
+  const out: Array<KeyWrite | undefined> = [...writes];
+  const openInsert = new Map<string, number>();
+  writes.forEach((w, i) => {
+    const id = keyIdOf(w.table, w.keyText);
+    if (w.op === 'upsert') {
+      if (w.before === undefined) openInsert.set(id, i);
+      else openInsert.delete(id);
+      return;
+    }
+    const at = openInsert.get(id);
+    openInsert.delete(id);
+    if (at === undefined || w.before === undefined || w.before !== writes[at]!.version) return;
+    out[at] = undefined;
+    out[i] = w.version === undefined ? undefined : { table: w.table, keyText: w.keyText, key: w.key, op: 'delete', version: w.version };
+  });
+  return out.filter((w): w is KeyWrite => w !== undefined);
+}
+
 /** The identity of a key across nodes. */
 export function keyIdOf(table: string, keyText: string): string {
   return `${table}\u0000${keyText}`;

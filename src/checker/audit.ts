@@ -25,7 +25,7 @@ import { VERSION_SQL } from '../sql/introspect.ts';
 import { readNodeIdSql } from '../sql/replicator.ts';
 import { type Logger, silentLogger } from '../writer/options.ts';
 import { loadTableMeta } from '../writer/table-metadata.ts';
-import { classifyHistory, type HistoryTransaction, type KeyWrite, keyIdOf, lostCandidates, type NodeHistory } from './audit-classify.ts';
+import { classifyHistory, type HistoryTransaction, type KeyWrite, keyIdOf, lostCandidates, type NodeHistory, withoutTransientInserts } from './audit-classify.ts';
 import type { AuditNodeSummary, AuditReport } from './audit-report.ts';
 import { canonicalValue, keyParam, type ValueColumn } from './compare-values.ts';
 import { nodeLabel } from './report.ts';
@@ -263,9 +263,13 @@ function toHistory(
     if (!keys.has(id)) keys.set(id, { info, raw: image.raw });
   };
   const deleteOf = (info: TableInfo, image: KeyImage, version: bigint | undefined, before: bigint | undefined): KeyWrite => {
-    const next = tombstones.get(keyIdOf(info.name, image.text))?.find((t) => !t.used);
+    const list = tombstones.get(keyIdOf(info.name, image.text));
+    const next = list?.find((t) => !t.used);
     if (next && version !== undefined) next.used = true;
-    const w: KeyWrite = { table: info.name, keyText: image.text, key: image.key, op: 'delete', version: version === undefined ? undefined : (next?.version ?? version) };
+    // Every tombstone write of the key in this transaction already belongs to an earlier delete: this
+    // one wrote none (capture's lenient lookup gave it the same tombstone's version again).
+    const own = version === undefined || (list !== undefined && next === undefined) ? undefined : (next?.version ?? version);
+    const w: KeyWrite = { table: info.name, keyText: image.text, key: image.key, op: 'delete', version: own };
     if (before !== undefined) w.before = before;
     remember(info, image);
     return w;
@@ -305,7 +309,8 @@ function toHistory(
       remember(t.info, t.image);
     }
   }
-  return { position: txn.position, applied: details?.applied ?? false, writes };
+  const applied = details?.applied ?? false;
+  return { position: txn.position, applied, writes: applied ? withoutTransientInserts(writes) : writes };
 }
 
 /** Reads one node's binlog over (from, until] into its history. */

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { type CaptureEvent, TransactionAssembler } from '../../src/capture/assembler.ts';
 import { tableFilter } from '../../src/capture/filter.ts';
-import { classifyHistory, type HistoryTransaction, type KeyWrite, lostCandidates, type NodeHistory } from '../../src/checker/audit-classify.ts';
+import { classifyHistory, type HistoryTransaction, type KeyWrite, lostCandidates, type NodeHistory, withoutTransientInserts } from '../../src/checker/audit-classify.ts';
 import { auditReportToJson, formatAuditReport } from '../../src/checker/audit-report.ts';
 import { MissingTombstoneError } from '../../src/errors.ts';
 import { makeVersion } from '../../src/model/version.ts';
@@ -247,5 +247,32 @@ describe('capture for the audit (includeApplied)', () => {
     expect(feed(assembler(false), events)).toEqual([{ kind: 'dropped', position: 'binlog.000001:700', timestamp: 1_700_000_000_000 }]);
     const local = events.filter((e) => !(e.type === 'rows' && e.table === 'checkpoints'));
     expect(() => feed(assembler(false), local)).toThrow(MissingTombstoneError);
+  });
+});
+
+describe('a sink transaction that inserted a row and removed it before commit', () => {
+  const tomb = v(2_000, A);
+  const older = v(1_000, B);
+  it('is no write of the key: the pair is dropped, the tombstone kept', () => {
+    const writes = [del(1, tomb, v(500, A)), up(1, older, 'late'), del(1, undefined, older)];
+    expect(withoutTransientInserts(writes)).toEqual([writes[0]]);
+    // Judged as written, the pair would read as an older row stored under the newer tombstone.
+    const asWritten = classifyHistory(nodes([local(del(1, tomb, v(500, A)))], [applied(...writes)]));
+    expect(asWritten.counts.lww_violation).toBe(1);
+    const netted = classifyHistory(nodes([local(del(1, tomb, v(500, A)))], [applied(...withoutTransientInserts(writes))]));
+    expect(netted.counts.lww_violation).toBe(0);
+  });
+  it('keeps the tombstone a removed insert was matched with, as a tombstone-only delete', () => {
+    // The batch's tombstone for the key was written before the insert; the audit matched it to the
+    // delete that removed the insert again.
+    expect(withoutTransientInserts([up(1, older, 'late'), del(1, tomb, older)])).toEqual([del(1, tomb)]);
+  });
+  it('keeps a delete of another row and an update followed by a delete', () => {
+    const other = [up(1, older, 'x'), del(1, undefined, v(900, B))];
+    expect(withoutTransientInserts(other)).toEqual(other);
+    const updated = [up(1, older, 'x', v(900, B)), del(1, undefined, older)];
+    expect(withoutTransientInserts(updated)).toEqual(updated);
+    const otherKey = [up(1, older, 'x'), del(2, undefined, older)];
+    expect(withoutTransientInserts(otherKey)).toEqual(otherKey);
   });
 });
