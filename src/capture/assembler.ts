@@ -119,6 +119,13 @@ export interface AssemblerOptions {
   chunkRows?: number;
   /** ... or of this many binlog bytes. Default 16 MiB. */
   chunkBytes?: number;
+  /**
+   * Row events of a captured table whose full image has no version column were written before the
+   * table was installed (the event names its own columns): with this callback they are skipped and
+   * reported (install's backfill and the initial copy carry those rows); without it they stop
+   * capture (UnsupportedTableError).
+   */
+  onUnversioned?: (schema: string, table: string) => void;
 }
 
 /** Default chunk bounds of a large source transaction (bounded memory in capture and sink). */
@@ -354,6 +361,12 @@ export class TransactionAssembler {
       return [];
     }
     if (!this.options.tables.includes(event.schema, event.table)) return [];
+    if (this.options.onUnversioned && this.unversioned(event)) {
+      this.options.onUnversioned(event.schema, event.table);
+      return [];
+    }
+    // A row event as large as a chunk travels alone: the changes read before it go first.
+    const first = event.bytes >= this.chunkBytes && txn.changes.length > 0 && !this.options.includeApplied && !txn.appliedBySink ? this.chunk(txn, event.bytes) : [];
     const base = { schema: event.schema, table: event.table, op: event.op };
     const partial = event.partial === true && event.op !== 'delete';
     const add = (change: PendingChange) => {
@@ -367,9 +380,9 @@ export class TransactionAssembler {
     } else {
       for (const before of event.rows) add({ ...base, before });
     }
-    if (this.options.includeApplied || txn.appliedBySink) return [];
-    if (txn.changes.length < this.chunkRows && txn.bytes < this.chunkBytes) return [];
-    return this.chunk(txn);
+    if (this.options.includeApplied || txn.appliedBySink) return first;
+    if (txn.changes.length < this.chunkRows && txn.bytes < this.chunkBytes) return first;
+    return [...first, ...this.chunk(txn)];
   }
 
   /**
@@ -378,7 +391,7 @@ export class TransactionAssembler {
    * carries the position where the transaction started: the checkpoint reaches its end only with
    * the commit. A crash replays it from the start; LWW makes that harmless.
    */
-  private chunk(txn: OpenTransaction): AssembledItem[] {
+  private chunk(txn: OpenTransaction, keepBytes = 0): AssembledItem[] {
     const start = this.openStart ?? this.boundary;
     if (!start) return [];
     if (txn.chunkRetryAt !== undefined && txn.order.length < txn.chunkRetryAt) return [];
@@ -409,9 +422,10 @@ export class TransactionAssembler {
     const taken = txn.changes.splice(0, ready);
     this.trimOrder(txn, new Set(taken), used);
     const position = formatPosition(this.resumePointBefore(start));
-    const item = this.transactionItem(taken, versions, position, txn.bytes);
+    const item = this.transactionItem(taken, versions, position, txn.bytes - keepBytes);
     item.continues = true;
-    txn.bytes = 0;
+    // `keepBytes`: the event being read now, counted already, stays with the changes after this chunk.
+    txn.bytes = keepBytes;
     txn.chunked = true;
     txn.emitted += taken.length;
     return [item];
@@ -455,6 +469,15 @@ export class TransactionAssembler {
       txn.order.push({ kind: 'tomb', table: event.table, key: keyRow, text: keyText(row, keyColumns), version, serial: txn.serial++, event: txn.events });
       if (this.options.includeApplied) txn.tombstoneWrites.push({ table: event.table, key: keyRow, version });
     }
+  }
+
+  /** A complete row image without the version column: written while the table was not installed. */
+  private unversioned(event: Extract<CaptureEvent, { type: 'rows' }>): boolean {
+    if (event.partial) return false;
+    const first = event.rows[0];
+    if (!first) return false;
+    const image = event.op === 'update' ? (first as { after: Row }).after : (first as Row);
+    return !(this.options.versionColumn in image);
   }
 
   /** The row's version; 0 for an incomplete image without it (repair reads the row's own version). */
