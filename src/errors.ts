@@ -177,6 +177,28 @@ export class InstallRefusedError extends LwwError {
   }
 }
 
+/**
+ * install failed part-way on a server (a statement refused: a missing privilege, a failing ALTER)
+ * and took back what the run had changed: none of its tables is left registered.
+ */
+export class InstallUndoneError extends LwwError {
+  constructor(
+    readonly table: string,
+    detail: string,
+    /** The error that stopped install (kept out of `cause`, so this message is what gets printed). */
+    readonly error: unknown,
+    /** What could not be taken back (each undo step that failed), empty when all was undone. */
+    readonly leftovers: string[],
+  ) {
+    super(
+      `install stopped at ${table}: ${detail}. ` +
+        (leftovers.length === 0
+          ? 'Everything this run had changed was undone: none of its tables is registered; fix the cause and run install again'
+          : `Undoing the run was incomplete (${leftovers.join('; ')}): run uninstall for these tables, then install again`),
+    );
+  }
+}
+
 /** A replication direction stopped on an error restarting cannot fix; `kind` names the cause (classify.ts). */
 export class DirectionFailedError extends LwwError {
   constructor(

@@ -119,6 +119,13 @@ export interface AssemblerOptions {
   chunkRows?: number;
   /** ... or of this many binlog bytes. Default 16 MiB. */
   chunkBytes?: number;
+  /**
+   * Row events of a captured table whose full image has no version column were written before the
+   * table was installed (the event names its own columns): with this callback they are skipped and
+   * reported (install's backfill and the initial copy carry those rows); without it they stop
+   * capture (UnsupportedTableError).
+   */
+  onUnversioned?: (schema: string, table: string) => void;
 }
 
 /** Default chunk bounds of a large source transaction (bounded memory in capture and sink). */
@@ -137,11 +144,58 @@ interface PendingChange {
   partial?: boolean;
 }
 
+/**
+ * One entry of a transaction's binlog order as far as deletes need it: a captured-table row change,
+ * or a tombstone row written. `serial` grows in push order (savepoints cut by it); `event` numbers
+ * the rows event the entry came from.
+ */
+type OrderEntry =
+  | { kind: 'row'; change: PendingChange; serial: number; event: number }
+  | {
+      kind: 'tomb';
+      /** Tombstone table name (in the metadata schema). */
+      table: string;
+      key: Row;
+      /** keyText of `key`. */
+      text: string;
+      version: bigint;
+      serial: number;
+      event: number;
+      /** A row change of its key that came after it was emitted in a chunk: no delete can take it any more. */
+      closed?: boolean;
+    };
+type TombEntry = Extract<OrderEntry, { kind: 'tomb' }>;
+
+/**
+ * The tombstone writes a delete may take its version from. `after`: those written after the delete
+ * and before the next row change of its key (the delete's own AFTER DELETE trigger). `before`: those
+ * written since the previous row change of its key (a parent's BEFORE DELETE trigger ahead of a
+ * cascaded delete; a sink writes its tombstone before it deletes). `settled`: a later rows event
+ * was read (a trigger's tombstone would have come by now).
+ */
+interface DeleteTombstones {
+  after: TombEntry[];
+  before: TombEntry[];
+  settled: boolean;
+}
+
 interface OpenTransaction {
   changes: PendingChange[];
   appliedBySink: boolean;
-  /** Tombstone table → (key text → highest version written in this transaction). */
-  tombstones: Map<string, { keyColumns: string[]; versions: Map<string, { version: bigint; key: Row }> }>;
+  /**
+   * Row changes of captured tables and tombstone writes in binlog order. A delete's version is the
+   * tombstone written for its key in its own window (see DeleteTombstones), so a key deleted twice
+   * in one transaction (a multi-row REPLACE naming it twice, delete + re-insert + delete) gives each
+   * delete its own tombstone. Entries leave with the chunk that used them.
+   */
+  order: OrderEntry[];
+  serial: number;
+  /** Rows events read. */
+  events: number;
+  /** chunk() found nothing ready: it tries again once the order is this long (no rescan per event). */
+  chunkRetryAt?: number;
+  /** Tombstone table → its key columns (all columns of a tombstone row but the version). */
+  keyColumns: Map<string, string[]>;
   /** Tombstone rows in write order (kept with includeApplied only). */
   tombstoneWrites: TombstoneWrite[];
   /** Binlog bytes of the changes not emitted yet. */
@@ -149,12 +203,12 @@ interface OpenTransaction {
   /** Chunks of it were emitted already, and how many changes they held. */
   chunked: boolean;
   emitted: number;
-  /** SAVEPOINT name (lower case) → changes count (emitted included) when it was set. */
-  savepoints?: Map<string, number>;
+  /** SAVEPOINT name (lower case) → changes count (emitted included) and order serial when it was set. */
+  savepoints?: Map<string, { changes: number; serial: number }>;
 }
 
 function openTransaction(): OpenTransaction {
-  return { changes: [], appliedBySink: false, tombstones: new Map(), tombstoneWrites: [], bytes: 0, chunked: false, emitted: 0 };
+  return { changes: [], appliedBySink: false, order: [], serial: 0, events: 0, keyColumns: new Map(), tombstoneWrites: [], bytes: 0, chunked: false, emitted: 0 };
 }
 
 /** An XA transaction between its XA PREPARE and its XA COMMIT / ROLLBACK. */
@@ -167,6 +221,13 @@ interface PreparedXa {
 /** The name of an XA transaction as XA COMMIT / XA ROLLBACK statements print it (spaces and case aside). */
 export function normalizeXid(text: string): string {
   return text.replace(/\s+/g, '').toUpperCase();
+}
+
+/** The highest version of some tombstone writes (at least one). */
+function highest(entries: readonly TombEntry[]): bigint {
+  let v = entries[0]!.version;
+  for (const e of entries) if (e.version > v) v = e.version;
+  return v;
 }
 
 /** Stable text of key values: buffers by bytes, everything else by its string form. */
@@ -282,6 +343,7 @@ export class TransactionAssembler {
     if (!this.open) this.begin();
     const txn = this.open!;
     txn.bytes += event.bytes;
+    txn.events++;
     const { metaSchema } = this.options;
     if (event.schema === metaSchema) {
       if (event.table === CHECKPOINT_TABLE) {
@@ -299,18 +361,28 @@ export class TransactionAssembler {
       return [];
     }
     if (!this.options.tables.includes(event.schema, event.table)) return [];
+    if (this.options.onUnversioned && this.unversioned(event)) {
+      this.options.onUnversioned(event.schema, event.table);
+      return [];
+    }
+    // A row event as large as a chunk travels alone: the changes read before it go first.
+    const first = event.bytes >= this.chunkBytes && txn.changes.length > 0 && !this.options.includeApplied && !txn.appliedBySink ? this.chunk(txn, event.bytes) : [];
     const base = { schema: event.schema, table: event.table, op: event.op };
     const partial = event.partial === true && event.op !== 'delete';
+    const add = (change: PendingChange) => {
+      txn.changes.push(change);
+      txn.order.push({ kind: 'row', change, serial: txn.serial++, event: txn.events });
+    };
     if (event.op === 'update') {
-      for (const { before, after } of event.rows) txn.changes.push({ ...base, before, after, version: this.versionOf(event, after, partial), ...(partial ? { partial } : {}) });
+      for (const { before, after } of event.rows) add({ ...base, before, after, version: this.versionOf(event, after, partial), ...(partial ? { partial } : {}) });
     } else if (event.op === 'insert') {
-      for (const after of event.rows) txn.changes.push({ ...base, after, version: this.versionOf(event, after, partial), ...(partial ? { partial } : {}) });
+      for (const after of event.rows) add({ ...base, after, version: this.versionOf(event, after, partial), ...(partial ? { partial } : {}) });
     } else {
-      for (const before of event.rows) txn.changes.push({ ...base, before });
+      for (const before of event.rows) add({ ...base, before });
     }
-    if (this.options.includeApplied || txn.appliedBySink) return [];
-    if (txn.changes.length < this.chunkRows && txn.bytes < this.chunkBytes) return [];
-    return this.chunk(txn);
+    if (this.options.includeApplied || txn.appliedBySink) return first;
+    if (txn.changes.length < this.chunkRows && txn.bytes < this.chunkBytes) return first;
+    return [...first, ...this.chunk(txn)];
   }
 
   /**
@@ -319,27 +391,41 @@ export class TransactionAssembler {
    * carries the position where the transaction started: the checkpoint reaches its end only with
    * the commit. A crash replays it from the start; LWW makes that harmless.
    */
-  private chunk(txn: OpenTransaction): AssembledItem[] {
+  private chunk(txn: OpenTransaction, keepBytes = 0): AssembledItem[] {
     const start = this.openStart ?? this.boundary;
     if (!start) return [];
+    if (txn.chunkRetryAt !== undefined && txn.order.length < txn.chunkRetryAt) return [];
     let ready = 0;
     const versions: bigint[] = [];
+    const windows = this.deleteWindows(txn);
+    const used = new Set<TombEntry>();
     for (; ready < txn.changes.length; ready++) {
       const p = txn.changes[ready]!;
       if (p.version !== undefined) {
         versions.push(p.version);
         continue;
       }
-      const v = this.tombstoneVersion(txn, p, true);
-      if (v === undefined) break;
-      versions.push(v);
+      // Only once its own tombstone was read (or, taking one written before it, once the next rows event was).
+      const w = windows.get(p);
+      const entries = w && (w.after.length > 0 ? w.after : w.settled ? w.before : []);
+      if (!entries || entries.length === 0) break;
+      versions.push(highest(entries));
+      for (const e of entries) used.add(e);
     }
-    if (ready === 0) return [];
+    if (ready === 0) {
+      // A delete waits for its tombstone (normally the next rows event). Scanning the order again for
+      // every event would be quadratic where none comes (a table without triggers): back off.
+      txn.chunkRetryAt = txn.order.length + Math.max(1, txn.order.length >> 3);
+      return [];
+    }
+    txn.chunkRetryAt = undefined;
     const taken = txn.changes.splice(0, ready);
+    this.trimOrder(txn, new Set(taken), used);
     const position = formatPosition(this.resumePointBefore(start));
-    const item = this.transactionItem(taken, versions, position, txn.bytes);
+    const item = this.transactionItem(taken, versions, position, txn.bytes - keepBytes);
     item.continues = true;
-    txn.bytes = 0;
+    // `keepBytes`: the event being read now, counted already, stays with the changes after this chunk.
+    txn.bytes = keepBytes;
     txn.chunked = true;
     txn.emitted += taken.length;
     return [item];
@@ -372,19 +458,26 @@ export class TransactionAssembler {
     const images = event.op === 'update' ? event.rows.map((r) => r.after) : event.rows;
     for (const row of images) {
       if (!(this.options.versionColumn in row)) return; // not a tombstone table
-      let tomb = txn.tombstones.get(event.table);
-      if (!tomb) {
-        tomb = { keyColumns: Object.keys(row).filter((c) => c !== this.options.versionColumn), versions: new Map() };
-        txn.tombstones.set(event.table, tomb);
+      let keyColumns = txn.keyColumns.get(event.table);
+      if (!keyColumns) {
+        keyColumns = Object.keys(row).filter((c) => c !== this.options.versionColumn);
+        txn.keyColumns.set(event.table, keyColumns);
       }
       const version = this.versionOf(event, row);
-      const key = keyText(row, tomb.keyColumns);
-      const prev = tomb.versions.get(key);
       const keyRow: Row = {};
-      for (const c of tomb.keyColumns) keyRow[c] = row[c];
-      if (prev === undefined || version > prev.version) tomb.versions.set(key, { version, key: keyRow });
+      for (const c of keyColumns) keyRow[c] = row[c];
+      txn.order.push({ kind: 'tomb', table: event.table, key: keyRow, text: keyText(row, keyColumns), version, serial: txn.serial++, event: txn.events });
       if (this.options.includeApplied) txn.tombstoneWrites.push({ table: event.table, key: keyRow, version });
     }
+  }
+
+  /** A complete row image without the version column: written while the table was not installed. */
+  private unversioned(event: Extract<CaptureEvent, { type: 'rows' }>): boolean {
+    if (event.partial) return false;
+    const first = event.rows[0];
+    if (!first) return false;
+    const image = event.op === 'update' ? (first as { after: Row }).after : (first as Row);
+    return !(this.options.versionColumn in image);
   }
 
   /** The row's version; 0 for an incomplete image without it (repair reads the row's own version). */
@@ -430,14 +523,16 @@ export class TransactionAssembler {
     const at = timestamp === undefined ? {} : { timestamp };
     if (txn?.appliedBySink && !audit) return [{ kind: 'dropped', position, ...at }];
     const untombstoned: number[] = [];
+    const windows = txn ? this.deleteWindows(txn) : new Map<PendingChange, DeleteTombstones>();
+    const used = new Set<TombEntry>();
     const versions = (txn?.changes ?? []).map((p, index) => {
       if (p.version !== undefined) return p.version;
-      const version = this.deleteVersion(txn!, p, position, audit);
+      const version = this.deleteVersion(windows.get(p), p, position, audit, txn!.appliedBySink, used);
       if (version !== undefined) return version;
       untombstoned.push(index);
       return this.versionOf(p, p.before!);
     });
-    if (txn && !audit) this.tombstonedOnly(txn, versions);
+    if (txn && !audit) this.tombstonedOnly(txn, versions, used);
     const empty = !txn || (txn.changes.length === 0 && !txn.chunked && !(audit && txn.tombstoneWrites.length > 0));
     if (empty) return txn?.appliedBySink ? [{ kind: 'dropped', position, ...at }] : [{ kind: 'skipped', position, ...at }];
     // The last chunk of a chunked transaction may be empty: it still moves the checkpoint to the end.
@@ -451,17 +546,77 @@ export class TransactionAssembler {
     return [item];
   }
 
+  /** The key texts a row change touches (before and after image), in its table's tombstone spelling. */
+  private changeKeys(txn: OpenTransaction, change: PendingChange): { tombTable: string; texts: string[] } | undefined {
+    const tombTable = tombstoneTableName(change.schema, change.table);
+    const keyColumns = txn.keyColumns.get(tombTable);
+    if (!keyColumns) return undefined; // no tombstone of this table in the transaction
+    const texts = [change.before, change.after].flatMap((r) => (r ? [keyText(r, keyColumns)] : []));
+    return { tombTable, texts: [...new Set(texts)] };
+  }
+
+  /** Walks the transaction's order: the tombstone writes each delete (not emitted yet) may take its version from. */
+  private deleteWindows(txn: OpenTransaction): Map<PendingChange, DeleteTombstones> {
+    const out = new Map<PendingChange, DeleteTombstones>();
+    const keys = new Map<string, { awaiting?: DeleteTombstones; since: TombEntry[] }>();
+    const stateOf = (tombTable: string, text: string) => {
+      const id = `${tombTable}\u0002${text}`;
+      let st = keys.get(id);
+      if (!st) {
+        st = { since: [] };
+        keys.set(id, st);
+      }
+      return st;
+    };
+    for (const e of txn.order) {
+      if (e.kind === 'tomb') {
+        if (e.closed) continue;
+        const st = stateOf(e.table, e.text);
+        if (st.awaiting) st.awaiting.after.push(e);
+        else st.since.push(e);
+        continue;
+      }
+      const c = e.change;
+      const touched = this.changeKeys(txn, c);
+      let window: DeleteTombstones | undefined;
+      if (c.op === 'delete') {
+        const own = touched && stateOf(touched.tombTable, touched.texts[0]!);
+        window = { after: [], before: own ? own.since : [], settled: txn.events > e.event };
+        out.set(c, window);
+      }
+      for (const text of touched?.texts ?? []) keys.set(`${touched!.tombTable}\u0002${text}`, { since: [] });
+      if (window && touched) stateOf(touched.tombTable, touched.texts[0]!).awaiting = window;
+    }
+    return out;
+  }
+
   /**
-   * The version of the tombstone a transaction wrote for a delete's key, if it was read already.
-   * `consume` forgets it once used (bounded memory in large transactions; see tombstonedOnly).
+   * Drops from the order the row changes a chunk emitted and the tombstones their deletes took.
+   * Tombstones left before an emitted change of their key are closed: no later delete can take them.
    */
-  private tombstoneVersion(txn: OpenTransaction, change: PendingChange, consume = false): bigint | undefined {
-    const tomb = txn.tombstones.get(tombstoneTableName(change.schema, change.table));
-    if (!tomb) return undefined;
-    const key = keyText(change.before!, tomb.keyColumns);
-    const found = tomb.versions.get(key);
-    if (consume) tomb.versions.delete(key);
-    return found?.version;
+  private trimOrder(txn: OpenTransaction, emitted: ReadonlySet<PendingChange>, used: ReadonlySet<TombEntry>): void {
+    const open = new Map<string, TombEntry[]>();
+    const kept: OrderEntry[] = [];
+    for (const e of txn.order) {
+      if (e.kind === 'tomb') {
+        if (used.has(e)) continue;
+        kept.push(e);
+        if (e.closed) continue;
+        const id = `${e.table}\u0002${e.text}`;
+        const list = open.get(id);
+        if (list) list.push(e);
+        else open.set(id, [e]);
+        continue;
+      }
+      const touched = this.changeKeys(txn, e.change);
+      for (const text of touched?.texts ?? []) {
+        const id = `${touched!.tombTable}\u0002${text}`;
+        if (emitted.has(e.change)) for (const t of open.get(id) ?? []) t.closed = true;
+        open.delete(id);
+      }
+      if (!emitted.has(e.change)) kept.push(e);
+    }
+    txn.order = kept;
   }
 
   /**
@@ -470,16 +625,22 @@ export class TransactionAssembler {
    * parent's trigger wrote their tombstones). The peer then holds the tombstones as well, so a
    * late older write of such a row stays deleted there.
    */
-  private tombstonedOnly(txn: OpenTransaction, versions: bigint[]): void {
-    for (const [tombTable, tomb] of txn.tombstones) {
-      const owner = this.tombstoneOwners.get(tombTable);
-      if (!owner) continue;
-      for (const { version, key } of tomb.versions.values()) {
-        txn.changes.push({ schema: owner.schema, table: owner.table, op: 'delete', before: key, version });
-        versions.push(version);
-      }
+  private tombstonedOnly(txn: OpenTransaction, versions: bigint[], used: ReadonlySet<TombEntry>): void {
+    // The highest unused tombstone of each key, in the order keys were first written.
+    const highestOf = new Map<string, TombEntry>();
+    for (const e of txn.order) {
+      if (e.kind !== 'tomb' || used.has(e)) continue;
+      const id = `${e.table}\u0002${e.text}`;
+      const prev = highestOf.get(id);
+      if (!prev || e.version > prev.version) highestOf.set(id, e);
     }
-    txn.tombstones.clear();
+    for (const e of highestOf.values()) {
+      const owner = this.tombstoneOwners.get(e.table);
+      if (!owner) continue;
+      txn.changes.push({ schema: owner.schema, table: owner.table, op: 'delete', before: e.key, version: e.version });
+      versions.push(e.version);
+    }
+    txn.order = [];
   }
 
   /** A table map was read: remember which captured table a tombstone table belongs to. */
@@ -491,9 +652,24 @@ export class TransactionAssembler {
     this.tombstoneOwners.set(tombstoneTableName(schema, table), { schema, table });
   }
 
-  /** The delete's version from its tombstone; undefined without one when `lenient`, else MissingTombstoneError. */
-  private deleteVersion(txn: OpenTransaction, change: PendingChange, position: string, lenient: boolean): bigint | undefined {
-    const version = this.tombstoneVersion(txn, change, !lenient);
+  /**
+   * The delete's version from its tombstone (see DeleteTombstones): the one its trigger wrote after
+   * it, else one written before it; in a sink's transaction the other way round (the sink writes the
+   * tombstone first, and may write the key's tombstone again later without a row). Undefined without
+   * one when `lenient`, else MissingTombstoneError.
+   */
+  private deleteVersion(
+    window: DeleteTombstones | undefined,
+    change: PendingChange,
+    position: string,
+    lenient: boolean,
+    appliedBySink: boolean,
+    used: Set<TombEntry>,
+  ): bigint | undefined {
+    const [first, second] = appliedBySink ? [window?.before, window?.after] : [window?.after, window?.before];
+    const entries = first && first.length > 0 ? first : second && second.length > 0 ? second : undefined;
+    if (entries) for (const e of entries) used.add(e);
+    const version = entries ? highest(entries) : undefined;
     if (version === undefined && !lenient) {
       throw new MissingTombstoneError(change.schema, change.table, `${this.options.metaSchema}.${tombstoneTableName(change.schema, change.table)}`, position);
     }
@@ -634,11 +810,12 @@ export class TransactionAssembler {
     const name = rawName.replace(/^`|`$/g, '').toLowerCase();
     txn.savepoints ??= new Map();
     if (action === 'set') {
-      txn.savepoints.set(name, txn.emitted + txn.changes.length);
+      txn.savepoints.set(name, { changes: txn.emitted + txn.changes.length, serial: txn.serial });
       return;
     }
-    const mark = txn.savepoints.get(name);
-    if (mark === undefined) return;
+    const saved = txn.savepoints.get(name);
+    if (saved === undefined) return;
+    const mark = saved.changes;
     if (mark < txn.emitted) {
       throw new CaptureRefusedError(
         `ROLLBACK TO SAVEPOINT ${rawName} undoes changes already handed on in a chunk of a large transaction`,
@@ -648,5 +825,7 @@ export class TransactionAssembler {
       );
     }
     txn.changes.length = mark - txn.emitted;
+    // The tombstones its triggers wrote were undone too.
+    txn.order = txn.order.filter((e) => e.serial < saved.serial);
   }
 }

@@ -96,6 +96,8 @@ export interface CaptureStats {
   repairedRows: number;
   /** Transactions applied by a sink (they wrote <meta>.checkpoints): not emitted, loop prevention. */
   dropped: number;
+  /** Row events of captured tables written before the table was installed (no version column): skipped. */
+  unversioned: number;
   /** Transactions and statements with nothing for the captured tables. */
   skipped: number;
   schemaChanges: number;
@@ -198,6 +200,7 @@ export class BinlogCapture {
   private consumer: Promise<void> = Promise.resolve();
   private settle!: { resolve: () => void; reject: (e: unknown) => void };
   private failure: unknown;
+  private readonly warnedUnversioned = new Set<string>();
   private readonly counters: Omit<CaptureStats, 'readPosition' | 'queued' | 'queuedBytes' | 'paused'> = {
     deliveredPosition: undefined,
     transactions: 0,
@@ -205,6 +208,7 @@ export class BinlogCapture {
     chunks: 0,
     repairedRows: 0,
     dropped: 0,
+    unversioned: 0,
     skipped: 0,
     schemaChanges: 0,
     keepalives: 0,
@@ -229,6 +233,7 @@ export class BinlogCapture {
       includeApplied: options.includeApplied === true,
       ...(options.chunkRows !== undefined ? { chunkRows: options.chunkRows } : {}),
       ...(options.chunkBytes !== undefined ? { chunkBytes: options.chunkBytes } : {}),
+      ...(options.includeApplied ? {} : { onUnversioned: (schema: string, table: string) => this.unversioned(schema, table) }),
     });
     this.repairer = new RowImageRepairer({
       source: options.source,
@@ -251,6 +256,18 @@ export class BinlogCapture {
     });
     // Callers that never await `done` must not crash the process with an unhandled rejection.
     this.done.catch(() => {});
+  }
+
+  /** Row events written before a table was installed: skipped, and said once per table and run. */
+  private unversioned(schema: string, table: string): void {
+    this.counters.unversioned++;
+    const name = `${schema}.${table}`;
+    if (this.warnedUnversioned.has(name)) return;
+    this.warnedUnversioned.add(name);
+    this.log.warn(
+      `capture skips row events of ${name} written before it was installed (no version column in the binlog); install's backfill and the initial copy carry those rows`,
+      { table: name, position: this.assembler.position },
+    );
   }
 
   /** Checks the source, then streams from options.from (or the current head). */

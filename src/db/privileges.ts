@@ -33,12 +33,13 @@ export function isPrivilegeError(err: unknown): boolean {
 
 /** The statement's privilege, from its first words (CREATE TABLE → CREATE, INSERT → INSERT, …). */
 function privilegeOf(sql: string | undefined): string | undefined {
-  const m = /^\s*(?:\/\*.*?\*\/\s*)*(CREATE\s+TRIGGER|CREATE\s+TABLE|CREATE\s+DATABASE|CREATE\s+SCHEMA|DROP\s+TRIGGER|INSERT|REPLACE|UPDATE|DELETE|SELECT|ALTER|DROP|CREATE)\b/i.exec(sql ?? '');
+  const m = /^\s*(?:\/\*.*?\*\/\s*)*(CREATE\s+TRIGGER|CREATE\s+TABLE|CREATE\s+DATABASE|CREATE\s+SCHEMA|DROP\s+TRIGGER|LOCK\s+TABLES?|INSERT|REPLACE|UPDATE|DELETE|SELECT|ALTER|DROP|CREATE)\b/i.exec(sql ?? '');
   if (!m) return undefined;
   const verb = m[1]!.toUpperCase().replace(/\s+/g, ' ');
   if (verb === 'CREATE TRIGGER' || verb === 'DROP TRIGGER') return 'TRIGGER';
   if (verb.startsWith('CREATE')) return 'CREATE';
   if (verb === 'REPLACE') return 'INSERT and DELETE';
+  if (verb.startsWith('LOCK')) return 'LOCK TABLES';
   return verb;
 }
 
@@ -49,7 +50,7 @@ export function explainPrivilegeError(err: unknown): string | undefined {
   const text = e.sqlMessage ?? e.message;
   const see = 'grant it (README, "Privileges", lists what each command needs)';
   if (e.errno === 1419) {
-    return `creating the LWW triggers was refused: the installing account needs the TRIGGER privilege on the table's schema and, as the triggers' definer, SELECT, INSERT and UPDATE on the metadata schema; with binary logging on, MariaDB and older MySQL also want SUPER for it — run install as an account with these privileges`;
+    return `creating the LWW triggers was refused: the installing account needs the TRIGGER privilege on the table's schema and, as the triggers' definer, SELECT, INSERT and UPDATE on the metadata schema; with binary logging on, MariaDB and MySQL also want SUPER for it — run install as an account with these privileges`;
   }
   if (e.errno === 1044) {
     const db = /to database '([^']*)'/.exec(text)?.[1];

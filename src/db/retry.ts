@@ -54,6 +54,8 @@ const PERMANENT_ERRNO = new Map<number, string>([
   [1698, 'access denied'], // ER_ACCESS_DENIED_NO_PASSWORD_ERROR
   [1049, 'unknown database'], // ER_BAD_DB_ERROR
   [1236, 'binlog not available'], // ER_MASTER_FATAL_ERROR_READING_BINLOG: purged, or not this server's
+  [1153, 'packet larger than max_allowed_packet'], // ER_NET_PACKET_TOO_LARGE: the same statement fails again
+  [1301, 'value larger than max_allowed_packet'], // ER_WARN_ALLOWED_PACKET_OVERFLOWED
 ]);
 
 /** The cause of an error retrying cannot fix (a missing privilege, a login refused, a binlog gone), or undefined. */

@@ -7,7 +7,8 @@
 // Everything is checked before the first change, so a refusal leaves the server untouched.
 import type { Connection, ResultSetHeader, RowDataPacket } from 'mysql2/promise';
 import { connect } from '../db/connection.ts';
-import { InstallRefusedError, InvalidOptionsError, LwwError, NodeIdConflictError, UnsupportedTableError } from '../errors.ts';
+import { explainPrivilegeError } from '../db/privileges.ts';
+import { InstallRefusedError, InstallUndoneError, InvalidOptionsError, LwwError, NodeIdConflictError, UnsupportedTableError } from '../errors.ts';
 import { tombstoneTableName, triggerName } from '../model/names.ts';
 import { MAX_NODE_ID } from '../model/version.ts';
 import { COLUMNS_SQL, VERSION_SQL } from '../sql/introspect.ts';
@@ -340,83 +341,162 @@ export async function install(options: InstallOptions): Promise<InstallResult> {
       log.info('recorded node id', { nodeId, metaSchema });
     }
 
-    // Pass 1: registry rows, version columns and tombstone tables of every table (a parent's
-    // cascade trigger writes into its children's tombstone tables).
-    const steps: Array<{ inspection: TableInspection; ref: TableRef; name: string; reg?: RegistryRow; columnMissing: boolean; tombstoneTable: string }> = [];
-    for (const inspection of inspections) {
-      const ref = { schema: inspection.schema, table: inspection.table };
-      const name = formatTableRef(ref);
-      const reg = registry.get(name);
-      const columnMissing = inspection.versionColumnType === undefined;
-      const tombstoneTable = reg?.tombstoneTable ?? tombstoneTableName(ref.schema, ref.table);
-      if (!reg) {
-        await conn.query(registerTableSql(metaSchema), [ref.schema, ref.table, tombstoneTable, versionColumn, columnMissing ? 1 : 0]);
-      } else if (columnMissing && !reg.addedVersionColumn) {
-        await conn.query(markVersionColumnAddedSql(metaSchema), [ref.schema, ref.table]);
+    // All or nothing: when a statement fails part-way (a privilege, an ALTER), what this run added
+    // for tables it registered is taken back, so no table stays registered half-installed.
+    const added: Added[] = [];
+    let current = '';
+    try {
+      return await installTables();
+    } catch (err) {
+      const leftovers = await undo(conn, metaSchema, added, log);
+      // Installed parents may have got a cascade trigger naming a child that is gone again.
+      for (const parent of added.flatMap((a) => a.parents)) {
+        try {
+          const reg = (await registeredTables(conn, metaSchema)).get(formatTableRef(parent));
+          if (!reg) continue;
+          const meta = { ...(await loadTableMeta(conn, parent.schema, parent.table, reg.versionColumn)), tombstoneTable: reg.tombstoneTable };
+          const cascades = await cascadeChildren(conn, parent, await registeredTables(conn, metaSchema));
+          await ensureTriggers(conn, parent.schema, parent.table, triggerDefinitions({ ...meta, metaSchema, nodeId, cascades }));
+        } catch (e) {
+          leftovers.push(`the cascade trigger of ${formatTableRef(parent)}: ${e instanceof Error ? e.message : String(e)}`);
+        }
       }
-      if (columnMissing) {
-        await conn.query(addVersionColumnSql(ref.schema, ref.table, versionColumn, invisible));
-        log.info('added version column', { table: name, versionColumn, invisible });
-      } else if (invisible && reg?.addedVersionColumn && !inspection.versionColumnInvisible) {
-        // Added visible by an older install: applications' SELECT * and INSERT … VALUES see it until hidden.
-        await conn.query(hideVersionColumnSql(ref.schema, ref.table, versionColumn));
-        log.info('made version column invisible', { table: name, versionColumn });
-      }
-      const meta = { ...(await loadTableMeta(conn, ref.schema, ref.table, versionColumn)), tombstoneTable };
-      const tomb = await ensureTombstoneTable(conn, metaSchema, meta, { rebuild: true });
-      if (tomb === 'rebuilt') {
-        const warning = `${name}: its primary key changed; the tombstone table ${metaSchema}.${tombstoneTable} was rebuilt for the new key and its old tombstones dropped (run sync between the nodes)`;
-        warnings.push(warning);
-        log.warn(warning);
-      } else if (tomb === 'altered') log.info('aligned tombstone table with the primary key', { table: name });
-      steps.push({ inspection, ref, name, reg, columnMissing, tombstoneTable });
+      if (added.length === 0 && leftovers.length === 0) throw err;
+      const detail = explainPrivilegeError(err) ?? (err instanceof Error ? err.message : String(err));
+      const undone = new InstallUndoneError(current || '(start)', detail, err, leftovers);
+      log.error(undone.message);
+      throw undone;
     }
 
-    // Pass 2: triggers, each table's in one atomic step, then the backfill.
-    const installed = await registeredTables(conn, metaSchema);
-    const inRun = new Set(steps.map((st) => st.name));
-    const parents = new Map<string, TableRef>();
-    const tables: InstalledTable[] = [];
-    for (const { inspection, ref, name, reg, columnMissing, tombstoneTable } of steps) {
-      const meta = { ...(await loadTableMeta(conn, ref.schema, ref.table, versionColumn)), tombstoneTable };
-      const cascades = await cascadeChildren(conn, ref, installed);
-      const triggers = await ensureTriggers(conn, ref.schema, ref.table, triggerDefinitions({ ...meta, metaSchema, nodeId, cascades }));
-      if (triggers.length > 0) log.info('created triggers', { table: name, triggers });
-      const backfilledRows = await backfill(conn, ref, versionColumn, nodeId, chunk);
-      if (backfilledRows > 0) log.info('backfilled versions', { table: name, rows: backfilledRows });
-      for (const fk of inspection.cascadingForeignKeys) {
-        const parent = { schema: ref.schema, table: fk.parent };
-        const parentInstalled = installed.has(formatTableRef(parent));
-        if (parentInstalled && !inRun.has(formatTableRef(parent))) parents.set(formatTableRef(parent), parent);
-        // ON DELETE CASCADE from an installed parent is covered by the parent's BEFORE DELETE trigger.
-        if (fk.onDelete === 'CASCADE' && parentInstalled && !/CASCADE|SET/.test(fk.onUpdate)) continue;
-        const warning =
-          `${name}: foreign key ${fk.name} (ON DELETE ${fk.onDelete}, ON UPDATE ${fk.onUpdate}) changes rows when ${fk.parent} changes, ` +
-          'and such cascaded changes fire no triggers: they get no new version' +
-          (fk.onDelete === 'CASCADE' ? ` (deletes get tombstones only when ${fk.parent} is installed too)` : '') +
-          '. Use RESTRICT / NO ACTION and change child rows explicitly, or expect divergence on this table.';
-        warnings.push(warning);
-        log.warn(warning);
+    async function installTables(): Promise<InstallResult> {
+      // Pass 1: registry rows, version columns and tombstone tables of every table (a parent's
+      // cascade trigger writes into its children's tombstone tables).
+      const steps: Array<{ inspection: TableInspection; ref: TableRef; name: string; reg?: RegistryRow; columnMissing: boolean; tombstoneTable: string }> = [];
+      for (const inspection of inspections) {
+        const ref = { schema: inspection.schema, table: inspection.table };
+        const name = formatTableRef(ref);
+        const reg = registry.get(name);
+        const columnMissing = inspection.versionColumnType === undefined;
+        const tombstoneTable = reg?.tombstoneTable ?? tombstoneTableName(ref.schema, ref.table);
+        current = name;
+        const undoable: Added | undefined = reg ? undefined : { ref, tombstoneTable, versionColumn, addedVersionColumn: false, createdTombstoneTable: false, parents: [] };
+        if (!reg) {
+          await conn.query(registerTableSql(metaSchema), [ref.schema, ref.table, tombstoneTable, versionColumn, columnMissing ? 1 : 0]);
+          added.push(undoable!);
+        } else if (columnMissing && !reg.addedVersionColumn) {
+          await conn.query(markVersionColumnAddedSql(metaSchema), [ref.schema, ref.table]);
+        }
+        if (columnMissing) {
+          await conn.query(addVersionColumnSql(ref.schema, ref.table, versionColumn, invisible));
+          if (undoable) undoable.addedVersionColumn = true;
+          log.info('added version column', { table: name, versionColumn, invisible });
+        } else if (invisible && reg?.addedVersionColumn && !inspection.versionColumnInvisible) {
+          // Added visible by an older install: applications' SELECT * and INSERT … VALUES see it until hidden.
+          await conn.query(hideVersionColumnSql(ref.schema, ref.table, versionColumn));
+          log.info('made version column invisible', { table: name, versionColumn });
+        }
+        const meta = { ...(await loadTableMeta(conn, ref.schema, ref.table, versionColumn)), tombstoneTable };
+        const tomb = await ensureTombstoneTable(conn, metaSchema, meta, { rebuild: true });
+        if (undoable && tomb === 'created') undoable.createdTombstoneTable = true;
+        if (tomb === 'rebuilt') {
+          const warning = `${name}: its primary key changed; the tombstone table ${metaSchema}.${tombstoneTable} was rebuilt for the new key and its old tombstones dropped (run sync between the nodes)`;
+          warnings.push(warning);
+          log.warn(warning);
+        } else if (tomb === 'altered') log.info('aligned tombstone table with the primary key', { table: name });
+        steps.push({ inspection, ref, name, reg, columnMissing, tombstoneTable });
       }
-      tables.push({
-        schema: ref.schema,
-        table: ref.table,
-        tombstoneTable,
-        versionColumn,
-        versionColumnAddedByInstall: columnMissing || (reg?.addedVersionColumn ?? false),
-        changes: { registered: !reg, addedVersionColumn: columnMissing, triggers, backfilledRows },
-      });
+
+      // Pass 2: triggers, each table's in one atomic step, then the backfill.
+      const installed = await registeredTables(conn, metaSchema);
+      const inRun = new Set(steps.map((st) => st.name));
+      const parents = new Map<string, TableRef>();
+      const tables: InstalledTable[] = [];
+      for (const { inspection, ref, name, reg, columnMissing, tombstoneTable } of steps) {
+        current = name;
+        const meta = { ...(await loadTableMeta(conn, ref.schema, ref.table, versionColumn)), tombstoneTable };
+        const cascades = await cascadeChildren(conn, ref, installed);
+        const triggers = await ensureTriggers(conn, ref.schema, ref.table, triggerDefinitions({ ...meta, metaSchema, nodeId, cascades }));
+        if (triggers.length > 0) log.info('created triggers', { table: name, triggers });
+        const backfilledRows = await backfill(conn, ref, versionColumn, nodeId, chunk);
+        if (backfilledRows > 0) log.info('backfilled versions', { table: name, rows: backfilledRows });
+        for (const fk of inspection.cascadingForeignKeys) {
+          const parent = { schema: ref.schema, table: fk.parent };
+          const parentInstalled = installed.has(formatTableRef(parent));
+          if (parentInstalled && !inRun.has(formatTableRef(parent))) {
+            parents.set(formatTableRef(parent), parent);
+            added.find((a) => a.ref === ref)?.parents.push(parent);
+          }
+          // ON DELETE CASCADE from an installed parent is covered by the parent's BEFORE DELETE trigger.
+          if (fk.onDelete === 'CASCADE' && parentInstalled && !/CASCADE|SET/.test(fk.onUpdate)) continue;
+          const warning =
+            `${name}: foreign key ${fk.name} (ON DELETE ${fk.onDelete}, ON UPDATE ${fk.onUpdate}) changes rows when ${fk.parent} changes, ` +
+            'and such cascaded changes fire no triggers: they get no new version' +
+            (fk.onDelete === 'CASCADE' ? ` (deletes get tombstones only when ${fk.parent} is installed too)` : '') +
+            '. Use RESTRICT / NO ACTION and change child rows explicitly, or expect divergence on this table.';
+          warnings.push(warning);
+          log.warn(warning);
+        }
+        tables.push({
+          schema: ref.schema,
+          table: ref.table,
+          tombstoneTable,
+          versionColumn,
+          versionColumnAddedByInstall: columnMissing || (reg?.addedVersionColumn ?? false),
+          changes: { registered: !reg, addedVersionColumn: columnMissing, triggers, backfilledRows },
+        });
+      }
+      // Installed parents of newly installed children get their cascade trigger now.
+      for (const parent of parents.values()) {
+        current = formatTableRef(parent);
+        const reg = installed.get(formatTableRef(parent))!;
+        const meta = { ...(await loadTableMeta(conn, parent.schema, parent.table, reg.versionColumn)), tombstoneTable: reg.tombstoneTable };
+        const cascades = await cascadeChildren(conn, parent, installed);
+        const triggers = await ensureTriggers(conn, parent.schema, parent.table, triggerDefinitions({ ...meta, metaSchema, nodeId, cascades }));
+        if (triggers.length > 0) log.info('updated cascade triggers', { table: formatTableRef(parent), triggers });
+      }
+      return { nodeId, metaSchema, recordedNodeId: recorded === undefined, tables, warnings };
     }
-    // Installed parents of newly installed children get their cascade trigger now.
-    for (const parent of parents.values()) {
-      const reg = installed.get(formatTableRef(parent))!;
-      const meta = { ...(await loadTableMeta(conn, parent.schema, parent.table, reg.versionColumn)), tombstoneTable: reg.tombstoneTable };
-      const cascades = await cascadeChildren(conn, parent, installed);
-      const triggers = await ensureTriggers(conn, parent.schema, parent.table, triggerDefinitions({ ...meta, metaSchema, nodeId, cascades }));
-      if (triggers.length > 0) log.info('updated cascade triggers', { table: formatTableRef(parent), triggers });
-    }
-    return { nodeId, metaSchema, recordedNodeId: recorded === undefined, tables, warnings };
   });
+}
+
+/** What an install run added for a table it registered (see undo). */
+interface Added {
+  ref: TableRef;
+  tombstoneTable: string;
+  versionColumn: string;
+  addedVersionColumn: boolean;
+  createdTombstoneTable: boolean;
+  /** Installed parents whose cascade trigger this run changed to cover the table. */
+  parents: TableRef[];
+}
+
+/**
+ * Takes back what a failed install run added, newest first: the tables' triggers, the version
+ * columns and tombstone tables it created, their registry rows. Returns what could not be undone.
+ */
+async function undo(conn: Connection, metaSchema: string, added: readonly Added[], log: Logger): Promise<string[]> {
+  const leftovers: string[] = [];
+  const attempt = async (what: string, sql: string, params: unknown[] = []) => {
+    try {
+      await conn.query(sql, params);
+    } catch (e) {
+      leftovers.push(`${what}: ${e instanceof Error ? e.message : String(e)}`);
+    }
+  };
+  await conn.query(UNLOCK_TABLES_SQL).catch(() => undefined);
+  for (const a of [...added].reverse()) {
+    const name = formatTableRef(a.ref);
+    const existing = await triggersOn(conn, a.ref.schema, a.ref.table).catch(() => new Map<string, unknown>());
+    for (const kind of TRIGGER_KINDS) {
+      const trigger = triggerName(a.ref.table, kind);
+      if (existing.has(trigger)) await attempt(`trigger ${trigger} of ${name}`, dropTriggerSql(a.ref.schema, trigger));
+    }
+    if (a.addedVersionColumn) await attempt(`version column of ${name}`, dropVersionColumnSql(a.ref.schema, a.ref.table, a.versionColumn));
+    if (a.createdTombstoneTable) await attempt(`tombstone table of ${name}`, dropTableSql(metaSchema, a.tombstoneTable));
+    await attempt(`registry row of ${name}`, unregisterTableSql(metaSchema), [a.ref.schema, a.ref.table]);
+    log.warn('install undone for a table after a failure', { table: name });
+  }
+  return leftovers;
 }
 
 /** Removes exactly what install added; drops the metadata schema when no table remains registered. */

@@ -16,6 +16,7 @@
 // locking read whatever the snapshot.
 import type { Connection, ResultSetHeader, RowDataPacket } from 'mysql2/promise';
 import { OwnershipLostError } from '../errors.ts';
+import { TypedJson } from '../model/json.ts';
 import type { TableMeta } from '../model/table.ts';
 import { advanceCheckpointSql, readCheckpointSql } from '../sql/checkpoint.ts';
 import type { Dialect } from '../sql/dialect.ts';
@@ -61,6 +62,11 @@ export interface ApplyContext {
   queryTimeoutMs: number;
   /** The connection runs with autocommit off: its first statement starts the transaction (no BEGIN round trip). */
   implicitBegin?: boolean;
+  /**
+   * The apply session's max_allowed_packet: multi-row statements are split so that none exceeds it
+   * (a single row larger than it is refused by the sink before it gets here). Default: no byte split.
+   */
+  maxPacketBytes?: number;
 }
 
 export interface BatchOutcome {
@@ -75,6 +81,55 @@ export class StatementError extends Error {
   ) {
     super(`statement on ${table} failed`);
   }
+}
+
+/** Room left in a packet for the statement text and the protocol's per-value headers. */
+export const PACKET_OVERHEAD_BYTES = 256 * 1024;
+
+/** An upper bound of a value's size on the wire (UTF-8 takes at most 3 bytes per UTF-16 unit). */
+export function wireBytesAtMost(v: SqlValue): number {
+  if (v === null) return 1;
+  if (typeof v === 'number') return 9;
+  if (typeof v === 'string') return v.length * 3 + 9;
+  if (v instanceof TypedJson) return v.text.length * 3 + v.scalars.length * 64 + 9;
+  return v.length + 9;
+}
+
+/** The exact size of a value on the wire, where it matters (a value near the packet limit). */
+export function wireBytes(v: SqlValue): number {
+  if (typeof v === 'string') return Buffer.byteLength(v, 'utf8') + 9;
+  if (v instanceof TypedJson) return Buffer.byteLength(v.text, 'utf8') + v.scalars.length * 64 + 9;
+  return wireBytesAtMost(v);
+}
+
+export function rowWireBytesAtMost(row: readonly SqlValue[]): number {
+  let n = 0;
+  for (const v of row) n += wireBytesAtMost(v);
+  return n;
+}
+
+/** Parts of at most `size` items whose rows (by `bytesOf`) stay within `budget` bytes; a row alone may exceed it. */
+function chunksWithin<T>(items: readonly T[], size: number, budget: number | undefined, bytesOf: (item: T) => number): T[][] {
+  if (budget === undefined) return chunks(items, size);
+  const out: T[][] = [];
+  let part: T[] = [];
+  let bytes = 0;
+  for (const item of items) {
+    const b = bytesOf(item);
+    if (part.length > 0 && (part.length >= size || bytes + b > budget)) {
+      out.push(part);
+      part = [];
+      bytes = 0;
+    }
+    part.push(item);
+    bytes += b;
+  }
+  if (part.length > 0) out.push(part);
+  return out;
+}
+
+function statementBudget(ctx: ApplyContext): number | undefined {
+  return ctx.maxPacketBytes === undefined ? undefined : Math.max(1024, ctx.maxPacketBytes - PACKET_OVERHEAD_BYTES);
 }
 
 function chunks<T>(items: readonly T[], size: number): T[][] {
@@ -236,7 +291,9 @@ async function applyUpserts(ctx: ApplyContext, meta: TableMeta, keys: KeyPlan[],
   let pending = keys;
   for (;;) {
     const clashed: KeyPlan[] = [];
-    for (const part of chunks(pending, perStatement)) clashed.push(...(await upsertPart(ctx, meta, part, counts, hasUnique)));
+    for (const part of chunksWithin(pending, perStatement, statementBudget(ctx), (k) => rowWireBytesAtMost(k.upsert!.row))) {
+      clashed.push(...(await upsertPart(ctx, meta, part, counts, hasUnique)));
+    }
     if (clashed.length === 0) return;
     const progress = clashed.length < pending.length;
     pending = clashed;
@@ -298,7 +355,7 @@ async function applyTableBypass(ctx: ApplyContext, plan: TablePlan, counts: Tabl
   }
   const upserts = keys.filter((k) => k.upsert);
   const perStatement = Math.max(1, Math.min(MAX_ROWS_PER_STATEMENT, Math.floor(MAX_PARAMS / meta.writableColumns.length)));
-  for (const part of chunks(upserts, perStatement)) {
+  for (const part of chunksWithin(upserts, perStatement, statementBudget(ctx), (k) => rowWireBytesAtMost(k.upsert!.row))) {
     await run(ctx, s.name, replaceRows(s.table, part.map((k) => k.upsert!.row)));
     counts.replaced += part.length;
   }

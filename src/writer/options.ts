@@ -38,6 +38,7 @@ const optionsSchema = z
     limits: z
       .object({
         maxTransactionRows: z.number().int().min(1).default(100_000),
+        /** A transaction of several changes above this (approximate in-memory bytes) is refused; one row alone is bounded by the target's max_allowed_packet instead. */
         maxTransactionBytes: z.number().int().min(1024).default(64 << 20),
         maxQueueBytes: z.number().int().min(1024).default(64 << 20),
         /** Versions whose physical part is further than this ahead of the sink's clock are refused (InvalidChangeError). */

@@ -15,7 +15,7 @@ import { tableKey } from '../model/table.ts';
 import { claimCheckpointSql, readCheckpointSql } from '../sql/checkpoint.ts';
 import { type Dialect, dialectFromVersion } from '../sql/dialect.ts';
 import { VERSION_SQL } from '../sql/introspect.ts';
-import { applyBatch, type CheckpointAdvance, StatementError } from './apply.ts';
+import { applyBatch, type CheckpointAdvance, PACKET_OVERHEAD_BYTES, rowWireBytesAtMost, StatementError, wireBytes } from './apply.ts';
 import { coalesce } from './coalesce.ts';
 import { dropUnmovedKeyDeletes, keyMovesToCheck } from './key-moves.ts';
 import { parseSinkOptions, type SinkOptions, type SinkOptionsInput } from './options.ts';
@@ -83,6 +83,8 @@ class LwwSink implements Sink {
   private admin: Promise<Connection> | null = null;
   private applyConn: Connection | null = null;
   private dialectP: Promise<Dialect> | null = null;
+  private maxPacketP: Promise<number> | null = null;
+  private maxPacketBytes: number | undefined;
   private readonly metadata: TableMetadataCache;
   private readonly epochs = new Map<string, Promise<bigint>>();
   private readonly claimed = new Set<string>();
@@ -180,6 +182,39 @@ class LwwSink implements Sink {
     return this.dialectP;
   }
 
+  /** The target's max_allowed_packet (as the sink's sessions get it): the largest statement it takes. */
+  private maxPacket(): Promise<number> {
+    if (!this.maxPacketP) {
+      this.maxPacketP = this.adminConn().then(async (c) => {
+        const [rows] = await c.query<RowDataPacket[]>('SELECT @@max_allowed_packet AS p');
+        this.maxPacketBytes = Number(rows[0]!.p);
+        return this.maxPacketBytes;
+      });
+      this.maxPacketP.catch(() => {
+        this.maxPacketP = null;
+      });
+    }
+    return this.maxPacketP;
+  }
+
+  /** A row no statement can carry to this target: refused by name instead of failing (or looping) on the server's packet limit. */
+  private checkRowSizes(txn: PreparedTransaction, maxPacket: number): void {
+    const budget = maxPacket - PACKET_OVERHEAD_BYTES;
+    txn.ops.forEach((op, i) => {
+      if (!op.row || rowWireBytesAtMost(op.row) <= budget) return;
+      let bytes = 0;
+      for (const v of op.row) bytes += wireBytes(v);
+      if (bytes <= budget) return;
+      const table = `${op.meta.schema}.${op.meta.table}`;
+      const needed = Math.ceil((bytes + PACKET_OVERHEAD_BYTES) / (1024 * 1024)) * 1024 * 1024;
+      throw new InvalidChangeError(
+        `${table}: a row of change #${i} at ${txn.position} is ${bytes} bytes, more than the target's max_allowed_packet (${maxPacket}) lets one statement carry; ` +
+          `raise max_allowed_packet on the target to at least ${needed} (SET GLOBAL max_allowed_packet = ${needed}, and in its option file), then restart replicate`,
+        i,
+      );
+    });
+  }
+
   refreshMetadata(schema?: string, table?: string): void {
     this.metadata.refresh(schema, table);
   }
@@ -243,11 +278,13 @@ class LwwSink implements Sink {
     const prepared = prepareTransaction(txn, (c: RowChange) => metas.get(tableKey(c.schema, c.table))!);
     const moves = keyMovesToCheck(prepared);
     if (moves.length > 0) await dropUnmovedKeyDeletes(await this.adminConn(), this.options.metaSchema, prepared, moves);
-    if (prepared.bytes > limits.maxTransactionBytes) {
+    // One row alone is never refused for its size here: the target's packet limit decides (checkRowSizes).
+    if (prepared.bytes > limits.maxTransactionBytes && prepared.ops.length > 1) {
       throw new InvalidChangeError(
         `transaction at ${txn.position} is about ${prepared.bytes} bytes, more than limits.maxTransactionBytes (${limits.maxTransactionBytes})`,
       );
     }
+    this.checkRowSizes(prepared, this.maxPacketBytes ?? (await this.maxPacket()));
     if (!this.claimed.has(txn.sourceId)) {
       await this.epoch(txn.sourceId);
       this.claimed.add(txn.sourceId);
@@ -437,7 +474,15 @@ class LwwSink implements Sink {
           this.applyConn = conn;
         }
         const outcome = await applyBatch(
-          { conn: this.applyConn, dialect, metaSchema: this.options.metaSchema, bypass, queryTimeoutMs: timeouts.queryMs, implicitBegin: true },
+          {
+            conn: this.applyConn,
+            dialect,
+            metaSchema: this.options.metaSchema,
+            bypass,
+            queryTimeoutMs: timeouts.queryMs,
+            implicitBegin: true,
+            maxPacketBytes: this.maxPacketBytes ?? (await this.maxPacket()),
+          },
           plans,
           [...advances.values()],
         );

@@ -67,6 +67,59 @@ describe('grouping binlog events into transactions', () => {
     expect(txn?.changes.map((c) => c.version)).toEqual([40n, 41n]);
   });
 
+  it('a key deleted twice in one transaction (a multi-row REPLACE naming it twice) gives each delete its own tombstone', () => {
+    const a = assembler();
+    const k = '2042-09-03 05:06:07.000000';
+    const items = feed(a, [
+      { type: 'begin' },
+      del('app', 't', { k, n: 1, _lww_ts: 3 }),
+      insert('lww_meta', 'tomb__app__t', { k, _lww_ts: 10 }),
+      insert('app', 't', { k, n: 2, _lww_ts: 11 }),
+      del('app', 't', { k, n: 2, _lww_ts: 11 }),
+      update('lww_meta', 'tomb__app__t', { k, _lww_ts: 10 }, { k, _lww_ts: 12 }),
+      insert('app', 't', { k, n: 3, _lww_ts: 13 }),
+      { type: 'commit', nextPosition: 900 },
+    ]);
+    const txn = items[0]!.kind === 'transaction' ? items[0]!.txn : undefined;
+    expect(txn?.changes.map((c) => [c.op, c.version])).toEqual([
+      ['delete', 10n],
+      ['insert', 11n],
+      ['delete', 12n],
+      ['insert', 13n],
+    ]);
+  });
+
+  it("a tombstone written before a delete of its key (a parent's cascade, a sink) is the delete's when none follows it", () => {
+    const a = assembler(['app.c', 'app.p']);
+    const items = feed(a, [
+      { type: 'begin' },
+      insert('lww_meta', 'tomb__app__c', { id: 10, _lww_ts: 50 }),
+      del('app', 'p', { id: 1, _lww_ts: 3 }),
+      del('app', 'c', { id: 10, _lww_ts: 4 }),
+      insert('lww_meta', 'tomb__app__p', { id: 1, _lww_ts: 50 }),
+      { type: 'commit', nextPosition: 900 },
+    ]);
+    const txn = items[0]!.kind === 'transaction' ? items[0]!.txn : undefined;
+    expect(txn?.changes.map((c) => [c.table, c.op, c.version])).toEqual([
+      ['p', 'delete', 50n],
+      ['c', 'delete', 50n],
+    ]);
+  });
+
+  it('a tombstone of an earlier delete of the key never stands in for a later delete that wrote none', () => {
+    const a = assembler();
+    expect(() =>
+      feed(a, [
+        { type: 'begin' },
+        del('app', 't', { id: 1, _lww_ts: 3 }),
+        insert('lww_meta', 'tomb__app__t', { id: 1, _lww_ts: 10 }),
+        insert('app', 't', { id: 1, _lww_ts: 11 }),
+        del('app', 't', { id: 1, _lww_ts: 11 }),
+        { type: 'commit', nextPosition: 900 },
+      ]),
+    ).toThrow(MissingTombstoneError);
+  });
+
   it('a delete without a tombstone in its transaction is refused, naming the table', () => {
     const a = assembler();
     const run = () => feed(a, [{ type: 'begin' }, del('app', 't', { id: 1, _lww_ts: 3 }), { type: 'commit', nextPosition: 200 }]);
@@ -203,6 +256,21 @@ describe('grouping binlog events into transactions', () => {
       { type: 'commit', nextPosition: 400 },
     ]);
     expect(items[0]!.kind === 'transaction' && items[0]!.txn.changes.map((c) => c.after!.id)).toEqual([1]);
+  });
+
+  it('tombstones written after a savepoint that was rolled back to are dropped with its rows (no delete is made of them)', () => {
+    const a = assembler(['app.t']);
+    const items = feed(a, [
+      { type: 'table', schema: 'app', table: 't' },
+      { type: 'begin' },
+      insert('app', 't', { id: 1, _lww_ts: 5 }),
+      { type: 'query', query: 'SAVEPOINT `s1`', schema: '', nextPosition: 0 },
+      del('app', 't', { id: 2, _lww_ts: 3 }),
+      insert('lww_meta', 'tomb__app__t', { id: 2, _lww_ts: 7 }),
+      { type: 'query', query: 'ROLLBACK TO `s1`', schema: '', nextPosition: 0 },
+      { type: 'commit', nextPosition: 400 },
+    ]);
+    expect(items[0]!.kind === 'transaction' && items[0]!.txn.changes.map((c) => [c.op, c.version])).toEqual([['insert', 5n]]);
   });
 
   it('statement-logged DML and TRUNCATE of a captured table stop capture, naming the table and the session setting', () => {
