@@ -56,6 +56,10 @@ try {
       `seed ${seed}: ${ok ? 'ok' : 'FAILED'} — ${r.transactions} txns (${r.throughput.toFixed(0)}/s), faults ${r.faultsInjected}, diverged ${r.divergedKeys}, ` +
         `expected-state mismatches ${r.expectationMismatches.length}, audit ${counts}, ${((Date.now() - started) / 1000).toFixed(0)}s`,
     );
+    console.log(
+      `  faults: ${r.faults.map((f) => `${f.kind}${f.node ? `:${f.node}` : ''}${f.mode ? `:${f.mode}` : ''}@${(f.atMs / 1000).toFixed(0)}s ${f.tookEffect ? `down ${(f.downtimeMs / 1000).toFixed(1)}s` : 'no effect'}`).join(', ')}; ` +
+        `direction restarts: ${r.directions.map((d) => `${d.name}=${d.restarts}`).join(' ')}; harness event loop delay max ${r.harnessLoopDelayMs.max} ms`,
+    );
     if (r.shapes) console.log(`  shapes (seed ${seed}): ${Object.entries(r.shapes).map(([k, v]) => `${k}=${v}`).join(' ')}`);
   }
 } finally {

@@ -56,7 +56,7 @@ export function allFaults(durationMs: number): Fault[] {
   const s = durationMs / 1000;
   const terms =
     s >= 60
-      ? ['skew:n1@5s=-5s', 'net:n1@30s/10s~30s:drop', 'kill@20s/2s', 'restart:n2@50s/3s:clean']
+      ? ['skew:n1@5s=-5s', 'net:n1@30s/10s~30s', 'kill@20s/2s', 'restart:n2@45s/3s~40s']
       : [`skew:n1@${Math.round(s * 0.1)}s=-5s`, `kill@${Math.round(s * 0.25)}s/1s`, `net:n1@${Math.round(s * 0.4)}s/${Math.max(1, Math.round(s * 0.15))}s:drop`, `restart:n2@${Math.round(s * 0.7)}s/2s:clean`];
   return terms.map(parseFault);
 }

@@ -7,7 +7,8 @@
 //   restart:n2@45s/3s:abrupt  … in one mode: clean (SIGTERM shutdown) or abrupt (SIGKILL, crash recovery)
 //   skew:n1@0s=-5s            n1's writers' clocks run 5 s behind from 0 s on
 // Without a mode, the occurrences of a net term alternate drop, reset, blackhole, and those of a restart
-// term clean, abrupt; the first is always the gentle one (drop, clean).
+// term clean, abrupt; the first is always the gentle one (drop, clean). A fault that starts late (a busy
+// event loop) still lasts its full duration from when it took effect; the report shows when that was.
 import { InvalidOptionsError } from '../errors.ts';
 
 export type FaultKind = 'kill' | 'net' | 'restart' | 'skew';
@@ -165,20 +166,20 @@ export async function runFaults(
                 effect.note = 'the replicator was not running';
                 return;
               }
-              await at(t + f.durationMs);
+              await at(begin + f.durationMs);
               await actions.restartReplicator();
               break;
             case 'net':
               actions.log(`fault: network loss (${mode}) to ${node} at ${begin}ms for ${f.durationMs}ms`);
               effect.connections = actions.cutNetwork(node, mode as NetMode);
-              await at(t + f.durationMs);
+              await at(begin + f.durationMs);
               actions.healNetwork(node);
               break;
             case 'restart': {
               actions.log(`fault: server ${node} stopped (${mode}) at ${begin}ms for ${f.durationMs}ms`);
               await actions.stopServer(node, mode as RestartMode);
               effect.stopMs = now() - begin;
-              await at(t + f.durationMs);
+              await at(begin + f.durationMs);
               await actions.startServer(node);
               break;
             }
@@ -190,7 +191,7 @@ export async function runFaults(
                 effect.note = "until the run's end";
                 return;
               }
-              await at(t + f.durationMs);
+              await at(begin + f.durationMs);
               actions.setSkew(node, 0);
               break;
           }

@@ -4,6 +4,7 @@
 // writers' acknowledged writes imply. Composes the other parts; decides nothing of its own.
 import type { RowDataPacket } from 'mysql2/promise';
 import { randomUUID } from 'node:crypto';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { currentPosition } from '../capture/source.ts';
 import { checkState } from '../checker/state-check.ts';
 import type { StateReport } from '../checker/report.ts';
@@ -65,6 +66,11 @@ export interface HarnessResult {
   faults: FaultEffect[];
   replicatorKills: number;
   replicatorStarts: number;
+  /**
+   * The harness process's own event-loop delay while writing (ms, max and p99): writers, proxies and
+   * fault timers share it, so a large delay means late faults and slowed writers, not a slow replicator.
+   */
+  harnessLoopDelayMs: { max: number; p99: number };
   /** Each direction's restarts inside the replicator (summed over its lives) and last error. */
   directions: DirectionReport[];
   converged: boolean;
@@ -163,6 +169,8 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
     const oracle = usesGeneratedSessions(wl) ? await startGenericOracle(servers[0]!.url, wl.schema, workloadTables(wl).map((t) => t.slice(wl.schema.length + 1)), wl.versionColumn ?? '_lww_ts', wl.metaSchema ?? 'lww_meta') : undefined;
     const skew = new ClockSkew();
     const control = { stopped: false, skew };
+    const loopDelay = monitorEventLoopDelay({ resolution: 20 });
+    loopDelay.enable();
     started = Date.now();
     log.info(`harness[${mode}]: ${wl.kind} for ${wl.durationMs / 1000}s, ${wl.threads} writers per node, seed ${wl.seed}, faults: ${(o.faults ?? []).length}`);
     const writers = Promise.all(servers.map((s, i) => runWriters({ name: names[i]!, url: s.url }, wl, control)));
@@ -207,6 +215,7 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
       [results, effects] = outcome;
     } finally {
       clearInterval(progress);
+      loopDelay.disable();
     }
     const writeMs = Date.now() - started;
     if (replicator.unexpectedExit) throw failed(replicator.unexpectedExit);
@@ -281,6 +290,7 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
       faults: effects,
       replicatorKills: replicator.kills,
       replicatorStarts: replicator.starts,
+      harnessLoopDelayMs: { max: Math.round(loopDelay.max / 1e6), p99: Math.round(loopDelay.percentile(99) / 1e6) },
       directions,
       converged: converged && state.identical,
       replication: {

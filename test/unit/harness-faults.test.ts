@@ -86,6 +86,11 @@ describe('fault terms', () => {
     expect(effects[0]!.stopMs).toBeGreaterThanOrEqual(55);
     expect(effects[0]!.downtimeMs).toBeGreaterThanOrEqual(55);
   });
+  it('a fault that starts late still lasts its whole duration', async () => {
+    const effects = await runFaults([parseFault('net:n1@0ms/40ms')], 100, recorder([]), Date.now() - 60);
+    expect(effects[0]!.atMs).toBeGreaterThanOrEqual(55);
+    expect(effects[0]!.downtimeMs).toBeGreaterThanOrEqual(35);
+  });
   it('a kill with no replicator running took no effect; overlapping kills are reported so', async () => {
     let alive = true;
     const effects = await runFaults([parseFault('kill@0ms/30ms'), parseFault('kill@10ms/10ms')], 100, {

@@ -22,6 +22,7 @@ export function describeResult(r: HarnessResult): string {
     `converged: ${r.converged ? 'yes' : 'NO'}; diverged keys: ${r.divergedKeys}; keys differing from the writers' expected state: ${new Set(r.expectationMismatches.map((m) => m.key)).size}`,
     `replication: applied ${r.replication.applied}, stale skipped ${r.replication.staleSkipped}, skipped by tombstone ${r.replication.skippedByTombstone}`,
     `audit: ${audit}`,
+    `harness event loop delay: max ${r.harnessLoopDelayMs.max} ms, p99 ${r.harnessLoopDelayMs.p99} ms`,
     `replicator: started ${r.replicatorStarts}×, killed ${r.replicatorKills}×; directions: ${r.directions.map((d) => `${d.name} restarts=${d.restarts}${d.lastError ? ` last-error="${d.lastError}"` : ''}`).join(', ') || 'none reported'}`,
     ...r.faults.map(
       (f) =>
