@@ -192,6 +192,8 @@ interface OpenTransaction {
   serial: number;
   /** Rows events read. */
   events: number;
+  /** chunk() found nothing ready: it tries again once the order is this long (no rescan per event). */
+  chunkRetryAt?: number;
   /** Tombstone table → its key columns (all columns of a tombstone row but the version). */
   keyColumns: Map<string, string[]>;
   /** Tombstone rows in write order (kept with includeApplied only). */
@@ -392,6 +394,7 @@ export class TransactionAssembler {
   private chunk(txn: OpenTransaction, keepBytes = 0): AssembledItem[] {
     const start = this.openStart ?? this.boundary;
     if (!start) return [];
+    if (txn.chunkRetryAt !== undefined && txn.order.length < txn.chunkRetryAt) return [];
     let ready = 0;
     const versions: bigint[] = [];
     const windows = this.deleteWindows(txn);
@@ -409,7 +412,13 @@ export class TransactionAssembler {
       versions.push(highest(entries));
       for (const e of entries) used.add(e);
     }
-    if (ready === 0) return [];
+    if (ready === 0) {
+      // A delete waits for its tombstone (normally the next rows event). Scanning the order again for
+      // every event would be quadratic where none comes (a table without triggers): back off.
+      txn.chunkRetryAt = txn.order.length + Math.max(1, txn.order.length >> 3);
+      return [];
+    }
+    txn.chunkRetryAt = undefined;
     const taken = txn.changes.splice(0, ready);
     this.trimOrder(txn, new Set(taken), used);
     const position = formatPosition(this.resumePointBefore(start));

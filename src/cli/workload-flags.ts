@@ -34,7 +34,9 @@ export const WORKLOAD_HELP = `  --engine mysql|mariadb        servers to start (
   --seed N                      workload seed (default 1)
   --hot-keys N                  keys per table the hot-key writers fight over (default 16)
   --key-skew X                  1 = uniform, larger = more weight on low ids (default 1)
-  --fault TERM                  repeatable: kill@20s | net:n1@30s/10s~30s | restart:n2@45s/3s | skew:n1@0s=-5s
+  --fault TERM                  repeatable: kill@20s | net:n1@30s/10s~30s | restart:n2@45s/3s | skew:n1@0s=-5s;
+                                net takes :drop (FIN), :reset (RST) or :blackhole (silent until healed), restart
+                                :clean (SIGTERM) or :abrupt (SIGKILL, crash recovery); without one they alternate
   --all-faults                  one of each kind, spread over the run (seed scenario: 10 s loss every 30 s)
   --json                        machine-readable result on stdout
   --isolation LEVEL             writers' isolation: read-committed | repeatable-read | mixed (default repeatable-read)
@@ -54,8 +56,8 @@ export function allFaults(durationMs: number): Fault[] {
   const s = durationMs / 1000;
   const terms =
     s >= 60
-      ? ['skew:n1@5s=-5s', 'net:n1@30s/10s~30s', 'kill@20s/2s', 'restart:n2@50s/3s']
-      : [`skew:n1@${Math.round(s * 0.1)}s=-5s`, `kill@${Math.round(s * 0.25)}s/1s`, `net:n1@${Math.round(s * 0.4)}s/${Math.max(1, Math.round(s * 0.15))}s`, `restart:n2@${Math.round(s * 0.7)}s/2s`];
+      ? ['skew:n1@5s=-5s', 'net:n1@30s/10s~30s:drop', 'kill@20s/2s', 'restart:n2@50s/3s:clean']
+      : [`skew:n1@${Math.round(s * 0.1)}s=-5s`, `kill@${Math.round(s * 0.25)}s/1s`, `net:n1@${Math.round(s * 0.4)}s/${Math.max(1, Math.round(s * 0.15))}s:drop`, `restart:n2@${Math.round(s * 0.7)}s/2s:clean`];
   return terms.map(parseFault);
 }
 

@@ -14,8 +14,9 @@ import { createDatabaseSql, createMarksSql, dropDatabaseSql, readMarkSql, writeM
 import type { Logger } from '../writer/options.ts';
 import { silentLogger } from '../writer/options.ts';
 import { compareWithExpected, type ExpectationMismatch } from './expected.ts';
-import { type Fault, runFaults } from './faults.ts';
-import { ReplicatorProcess } from './replicator-process.ts';
+import { InvalidOptionsError } from '../errors.ts';
+import { type Fault, type FaultEffect, runFaults } from './faults.ts';
+import { type DirectionReport, type ReplicatorExit, ReplicatorExitError, ReplicatorProcess } from './replicator-process.ts';
 import { TcpProxy } from './tcp-proxy.ts';
 import { ClockSkew, expectedState, prepareWorkloadTables, runWriters, usesGeneratedSessions, type WorkloadOptions, type WriterStats, workloadTables } from './workload.ts';
 import { type GenericMismatch, genericMismatches, startGenericOracle } from './session-gen.ts';
@@ -58,8 +59,14 @@ export interface HarnessResult {
   operations: number;
   writerRetries: number;
   throughput: number;
+  /** Faults that took effect (see `faults`). */
   faultsInjected: number;
+  /** Each fault occurrence as it happened: kind, node, mode, when, measured downtime. */
+  faults: FaultEffect[];
   replicatorKills: number;
+  replicatorStarts: number;
+  /** Each direction's restarts inside the replicator (summed over its lives) and last error. */
+  directions: DirectionReport[];
   converged: boolean;
   replication: { applied: number; staleSkipped: number; skippedByTombstone: number; conflicts: number; lagMs: number | undefined };
   state: StateReport;
@@ -99,7 +106,14 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
   const owned = !o.servers;
   const names = servers.map((_, i) => `n${i + 1}`);
   const proxies = servers.map((s) => new TcpProxy(s.host, s.port));
+  for (const f of o.faults ?? []) {
+    if (f.node !== undefined && !names.includes(f.node)) throw new InvalidOptionsError(`fault ${f.kind}:${f.node}: no such node (nodes: ${names.join(', ')})`);
+  }
   let replicator: ReplicatorProcess | null = null;
+  let started = Date.now();
+  let exited: (exit: ReplicatorExit) => void = () => undefined;
+  const died = new Promise<ReplicatorExit>((resolve) => (exited = resolve));
+  const failed = (exit: ReplicatorExit) => new ReplicatorExitError(exit, replicator?.directions() ?? [], Date.now() - started);
   try {
     const wl = o.workload;
     const tables = [...workloadTables(wl), `${MARK_SCHEMA}.harness_marks`];
@@ -131,12 +145,17 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
       extraArgs: o.replicatorArgs,
       onStatus: o.onReplicatorStatus,
       onLog: (line) => log.debug(`replicator: ${line}`),
+      onUnexpectedExit: (exit) => {
+        log.error(`harness[${mode}]: the replicator exited unexpectedly (code ${exit.code}, signal ${exit.signal}): ${exit.lastError ?? 'no error logged'}`);
+        exited(exit);
+      },
     });
     replicator.start();
     const streaming = () =>
       ((replicator!.lastStatus as { directions?: Array<{ state: string }> } | undefined)?.directions ?? []).every((d) => d.state === 'streaming') &&
       (replicator!.lastStatus as { directions?: unknown[] } | undefined)?.directions?.length === servers.length * (servers.length - 1);
     for (let waited = 0; !streaming(); waited += 100) {
+      if (replicator.unexpectedExit) throw failed(replicator.unexpectedExit);
       if (waited > 60_000) throw new Error('replicator did not start streaming within 60 s');
       await new Promise((r) => setTimeout(r, 100));
     }
@@ -144,26 +163,29 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
     const oracle = usesGeneratedSessions(wl) ? await startGenericOracle(servers[0]!.url, wl.schema, workloadTables(wl).map((t) => t.slice(wl.schema.length + 1)), wl.versionColumn ?? '_lww_ts', wl.metaSchema ?? 'lww_meta') : undefined;
     const skew = new ClockSkew();
     const control = { stopped: false, skew };
-    const started = Date.now();
+    started = Date.now();
     log.info(`harness[${mode}]: ${wl.kind} for ${wl.durationMs / 1000}s, ${wl.threads} writers per node, seed ${wl.seed}, faults: ${(o.faults ?? []).length}`);
     const writers = Promise.all(servers.map((s, i) => runWriters({ name: names[i]!, url: s.url }, wl, control)));
+    const abort = new AbortController();
     const faults = runFaults(
       o.faults ?? [],
       wl.durationMs,
       {
         killReplicator: async () => {
+          if (!replicator!.running) return false;
           accumulated.push(statusTotals(replicator!.lastStatus).totals);
-          await replicator!.kill();
+          return replicator!.kill();
         },
         restartReplicator: async () => replicator!.start(),
-        cutNetwork: (node) => proxies[names.indexOf(node)]?.cut('drop'),
-        healNetwork: (node) => proxies[names.indexOf(node)]?.restore(),
-        stopServer: async (node) => servers[names.indexOf(node)]!.halt(),
+        cutNetwork: (node, how) => proxies[names.indexOf(node)]!.cut(how),
+        healNetwork: (node) => proxies[names.indexOf(node)]!.restore(),
+        stopServer: async (node, how) => servers[names.indexOf(node)]!.halt({ abrupt: how === 'abrupt' }),
         startServer: async (node) => servers[names.indexOf(node)]!.start(),
         setSkew: (node, ms) => skew.set(node, ms),
         log: (m) => log.info(`harness[${mode}]: ${m}`),
       },
       started,
+      abort.signal,
     );
     const progress = setInterval(() => {
       const { totals, lagMs } = statusTotals(replicator!.lastStatus);
@@ -172,13 +194,22 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
       );
     }, 5000);
     let results: WriterStats[];
-    let faultsInjected: number;
+    let effects: FaultEffect[];
     try {
-      [results, faultsInjected] = await Promise.all([writers, faults]);
+      const outcome = await Promise.race([Promise.all([writers, faults]), died]);
+      if (!Array.isArray(outcome)) {
+        // An exit no fault caused fails the run: stop the writers, heal what is broken, report it.
+        control.stopped = true;
+        abort.abort();
+        await Promise.allSettled([writers, faults]);
+        throw failed(outcome);
+      }
+      [results, effects] = outcome;
     } finally {
       clearInterval(progress);
     }
     const writeMs = Date.now() - started;
+    if (replicator.unexpectedExit) throw failed(replicator.unexpectedExit);
     if (!replicator.running) replicator.start();
 
     // Finish: each side writes a mark; once the peer holds it, everything written before it crossed.
@@ -189,6 +220,7 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
     const deadline = Date.now() + (o.finishTimeoutMs ?? 60_000);
     let converged = false;
     while (Date.now() < deadline) {
+      if (replicator.unexpectedExit) throw failed(replicator.unexpectedExit);
       let all = true;
       for (const c of conns) {
         for (const n of names) {
@@ -204,7 +236,13 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
     }
     await new Promise((r) => setTimeout(r, 1500));
     const finalStatus = statusTotals(replicator.lastStatus);
-    await replicator.stop();
+    const directions = replicator.directions();
+    if (replicator.unexpectedExit) throw failed(replicator.unexpectedExit);
+    const stopCode = await replicator.stop();
+    if (stopCode !== null && stopCode !== 0) {
+      // A graceful stop that ends in failure is as unexpected as a crash: it hit an error it did not report otherwise.
+      throw failed({ code: stopCode, signal: null, lastError: replicator.lastError, logTail: [] });
+    }
     accumulated.push(finalStatus.totals);
 
     log.info(`harness[${mode}]: checking state${o.audit ? ' and auditing history' : ''}`);
@@ -239,8 +277,11 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
       operations: acked.length,
       writerRetries: results.reduce((n, r) => n + r.retries, 0),
       throughput: transactions / (writeMs / 1000),
-      faultsInjected,
+      faultsInjected: effects.filter((e) => e.tookEffect).length,
+      faults: effects,
       replicatorKills: replicator.kills,
+      replicatorStarts: replicator.starts,
+      directions,
       converged: converged && state.identical,
       replication: {
         applied: sum.inserted + sum.updated + sum.deleted,

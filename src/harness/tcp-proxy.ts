@@ -1,13 +1,27 @@
-// A TCP proxy on loopback between the replicator and a server, for network faults: `cut('drop')`
-// resets every connection and refuses new ones; `cut('blackhole')` keeps connections open but lets
-// no byte through (a silent network partition); `restore()` heals it.
+// A TCP proxy on loopback between a client (the replicator, a writer) and a server, for network
+// faults. While cut:
+//   'drop'       every connection is closed on both sides (FIN) and new ones are accepted and closed;
+//   'reset'      every connection is reset on both sides (RST: ECONNRESET) and so are new ones;
+//   'blackhole'  connections stay open but no byte crosses and neither side learns anything (no FIN, no
+//                RST), like a silent partition: a query through it neither answers nor fails until a
+//                timeout of the client's own. New connections are accepted and held the same way.
+// `restore()` heals it. After a blackhole the held connections resume where they were (bytes sent
+// into the partition arrive now, as TCP retransmits them); a side that gave up during the blackhole
+// has its close delivered to the other side only now.
 import { createServer, type Server, type Socket, connect as tcpConnect } from 'node:net';
 
-export type CutMode = 'drop' | 'blackhole';
+export type CutMode = 'drop' | 'reset' | 'blackhole';
+
+interface Pair {
+  client: Socket;
+  upstream: Socket | null;
+  /** A side closed during a blackhole: the other learns it on restore. */
+  closedInBlackhole: boolean;
+}
 
 export class TcpProxy {
   private server: Server | null = null;
-  private readonly pairs = new Set<[Socket, Socket | null]>();
+  private readonly pairs = new Set<Pair>();
   private mode: CutMode | null = null;
   port = 0;
 
@@ -39,65 +53,101 @@ export class TcpProxy {
     return this.mode !== null;
   }
 
+  /** Connections open through the proxy (held ones included). */
+  get connections(): number {
+    return this.pairs.size;
+  }
+
   private accept(client: Socket): void {
     client.on('error', () => undefined);
     if (this.mode === 'drop') {
       client.destroy();
       return;
     }
-    const pair: [Socket, Socket | null] = [client, null];
+    if (this.mode === 'reset') {
+      client.resetAndDestroy();
+      return;
+    }
+    const pair: Pair = { client, upstream: null, closedInBlackhole: false };
     this.pairs.add(pair);
-    const cleanup = () => {
-      this.pairs.delete(pair);
-      client.destroy();
-      pair[1]?.destroy();
-    };
-    client.on('close', cleanup);
+    client.on('close', () => this.closed(pair));
     if (this.mode === 'blackhole') {
       client.pause();
       return;
     }
-    this.connectUpstream(pair, cleanup);
+    this.connectUpstream(pair);
   }
 
-  private connectUpstream(pair: [Socket, Socket | null], cleanup: () => void): void {
-    const [client] = pair;
+  /** One side closed: close the other, unless a blackhole hides it until restore. */
+  private closed(pair: Pair): void {
+    if (this.mode === 'blackhole') {
+      pair.closedInBlackhole = true;
+      return;
+    }
+    this.pairs.delete(pair);
+    pair.client.destroy();
+    pair.upstream?.destroy();
+  }
+
+  private connectUpstream(pair: Pair): void {
     const upstream = tcpConnect(this.targetPort, this.targetHost);
-    pair[1] = upstream;
-    upstream.on('error', cleanup);
-    upstream.on('close', cleanup);
-    client.pipe(upstream);
-    upstream.pipe(client);
+    pair.upstream = upstream;
+    upstream.on('error', () => undefined);
+    upstream.on('close', () => this.closed(pair));
+    pair.client.pipe(upstream);
+    upstream.pipe(pair.client);
   }
 
-  cut(mode: CutMode): void {
+  /** Cuts every connection in `mode`; returns how many it broke or froze. */
+  cut(mode: CutMode): number {
     this.mode = mode;
-    for (const [client, upstream] of this.pairs) {
-      if (mode === 'drop') {
-        client.destroy();
-        upstream?.destroy();
-      } else {
+    const n = this.pairs.size;
+    for (const pair of [...this.pairs]) {
+      const { client, upstream } = pair;
+      if (mode === 'blackhole') {
         client.unpipe();
         upstream?.unpipe();
         client.pause();
         upstream?.pause();
+        continue;
+      }
+      this.pairs.delete(pair);
+      if (mode === 'reset') {
+        if (!client.destroyed) client.resetAndDestroy();
+        if (upstream && !upstream.destroyed) upstream.resetAndDestroy();
+      } else {
+        client.destroy();
+        upstream?.destroy();
       }
     }
+    return n;
   }
 
   restore(): void {
     const wasBlackhole = this.mode === 'blackhole';
     this.mode = null;
     if (!wasBlackhole) return;
-    // Connections held during the blackhole are reset: like a partition that outlived TCP timeouts.
-    for (const [client, upstream] of [...this.pairs]) {
-      client.destroy();
-      upstream?.destroy();
+    for (const pair of [...this.pairs]) {
+      if (pair.closedInBlackhole || pair.client.destroyed) {
+        this.closed(pair);
+        continue;
+      }
+      if (!pair.upstream) {
+        this.connectUpstream(pair);
+        continue;
+      }
+      if (pair.upstream.destroyed) {
+        this.closed(pair);
+        continue;
+      }
+      pair.client.pipe(pair.upstream);
+      pair.upstream.pipe(pair.client);
     }
   }
 
   async stop(): Promise<void> {
-    for (const [client, upstream] of this.pairs) {
+    this.mode = null;
+    for (const { client, upstream } of this.pairs) {
       client.destroy();
       upstream?.destroy();
     }

@@ -258,6 +258,21 @@ describe('grouping binlog events into transactions', () => {
     expect(items[0]!.kind === 'transaction' && items[0]!.txn.changes.map((c) => c.after!.id)).toEqual([1]);
   });
 
+  it('tombstones written after a savepoint that was rolled back to are dropped with its rows (no delete is made of them)', () => {
+    const a = assembler(['app.t']);
+    const items = feed(a, [
+      { type: 'table', schema: 'app', table: 't' },
+      { type: 'begin' },
+      insert('app', 't', { id: 1, _lww_ts: 5 }),
+      { type: 'query', query: 'SAVEPOINT `s1`', schema: '', nextPosition: 0 },
+      del('app', 't', { id: 2, _lww_ts: 3 }),
+      insert('lww_meta', 'tomb__app__t', { id: 2, _lww_ts: 7 }),
+      { type: 'query', query: 'ROLLBACK TO `s1`', schema: '', nextPosition: 0 },
+      { type: 'commit', nextPosition: 400 },
+    ]);
+    expect(items[0]!.kind === 'transaction' && items[0]!.txn.changes.map((c) => [c.op, c.version])).toEqual([['insert', 5n]]);
+  });
+
   it('statement-logged DML and TRUNCATE of a captured table stop capture, naming the table and the session setting', () => {
     const a = assembler(['app.t']);
     expect(feed(a, [{ type: 'begin' }, { type: 'query', query: 'UPDATE other.t SET a = 1', schema: 'app', nextPosition: 0 }, { type: 'commit', nextPosition: 200 }])).toEqual([

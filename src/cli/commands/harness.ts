@@ -1,6 +1,7 @@
 // lww-sink harness: one bidirectional run with writers on both nodes, faults, and the checks.
 import { harnessAudit } from '../../harness/audit-step.ts';
 import { runHarness, type HarnessResult } from '../../harness/harness.ts';
+import { ReplicatorExitError } from '../../harness/replicator-process.ts';
 import { consoleLogger, toJson } from '../logger.ts';
 import { parseCommandArgs, usageProblems } from '../args.ts';
 import { WORKLOAD_HELP, workloadFlagOptions, workloadFlagsOrProblem } from '../workload-flags.ts';
@@ -21,6 +22,13 @@ export function describeResult(r: HarnessResult): string {
     `converged: ${r.converged ? 'yes' : 'NO'}; diverged keys: ${r.divergedKeys}; keys differing from the writers' expected state: ${new Set(r.expectationMismatches.map((m) => m.key)).size}`,
     `replication: applied ${r.replication.applied}, stale skipped ${r.replication.staleSkipped}, skipped by tombstone ${r.replication.skippedByTombstone}`,
     `audit: ${audit}`,
+    `replicator: started ${r.replicatorStarts}×, killed ${r.replicatorKills}×; directions: ${r.directions.map((d) => `${d.name} restarts=${d.restarts}${d.lastError ? ` last-error="${d.lastError}"` : ''}`).join(', ') || 'none reported'}`,
+    ...r.faults.map(
+      (f) =>
+        `fault ${f.kind}${f.node ? ` ${f.node}` : ''}${f.mode ? ` ${f.mode}` : ''} at ${(f.atMs / 1000).toFixed(1)}s: ` +
+        (f.tookEffect ? `down ${(f.downtimeMs / 1000).toFixed(1)}s` : 'no effect') +
+        `${f.stopMs === undefined ? '' : ` (stopping took ${(f.stopMs / 1000).toFixed(1)}s)`}${f.connections === undefined ? '' : `, ${f.connections} connections`}${f.note ? `, ${f.note}` : ''}`,
+    ),
     ...(r.shapes ? [`generated shapes (seed ${r.seed}): ${Object.entries(r.shapes).map(([k, v]) => `${k}=${v}`).join(' ')}`] : []),
   ].join('\n');
 }
@@ -33,15 +41,25 @@ export async function run(argv: string[]): Promise<number> {
   if (typeof flags === 'number') return flags;
   const bad = usageProblems('harness', [values.mode !== 'lww' && values.mode !== 'replace' && '--mode must be lww or replace'], HELP);
   if (bad !== undefined) return bad;
-  const result = await runHarness({
-    engine: flags.engine,
-    workload: flags.workload,
-    faults: flags.faults,
-    mode: values.mode as 'lww' | 'replace',
-    failpoints: values.failpoints,
-    audit: harnessAudit,
-    logger: consoleLogger(),
-  });
+  let result: HarnessResult;
+  try {
+    result = await runHarness({
+      engine: flags.engine,
+      workload: flags.workload,
+      faults: flags.faults,
+      mode: values.mode as 'lww' | 'replace',
+      failpoints: values.failpoints,
+      audit: harnessAudit,
+      logger: consoleLogger(),
+    });
+  } catch (e) {
+    if (e instanceof ReplicatorExitError) {
+      // The run failed: show what the replicator said last, then fail the command with the error.
+      for (const d of e.directions) console.error(`direction ${d.name}: restarts=${d.restarts}${d.lastError ? ` last-error="${d.lastError}"` : ''}`);
+      for (const line of e.exit.logTail) console.error(`replicator: ${line}`);
+    }
+    throw e;
+  }
   console.log(values.json ? toJson(result, 2) : describeResult(result));
   const clean = result.converged && result.expectationMismatches.length === 0 && (result.audit?.findings ?? 0) === 0;
   return clean ? 0 : 1;
