@@ -28,6 +28,7 @@ import { loadTableMeta } from '../writer/table-metadata.ts';
 import { classifyHistory, type HistoryTransaction, type KeyWrite, keyIdOf, lostCandidates, type NodeHistory, withoutTransientInserts } from './audit-classify.ts';
 import type { AuditNodeSummary, AuditReport } from './audit-report.ts';
 import { canonicalValue, keyParam, type ValueColumn } from './compare-values.ts';
+import { collatedIdentities, type KeyCollation, keyCollations } from './key-identity.ts';
 import { nodeLabel } from './report.ts';
 import { CheckerNodeError, parseTableName } from './state-check.ts';
 
@@ -59,6 +60,8 @@ interface TableInfo {
   name: string;
   tombstoneTable: string;
   key: ValueColumn[];
+  /** Per key column: its collation when it holds characters (the server decides which spellings are one key). */
+  keyCollation: Array<KeyCollation | undefined>;
   /** Writable columns other than key and version. */
   values: ValueColumn[];
 }
@@ -204,6 +207,7 @@ async function describeTable(session: NodeSession, entry: TableEntry, versionCol
       name,
       tombstoneTable: entry.tombstoneTable,
       key: meta.primaryKey.map(column),
+      keyCollation: await keyCollations(session.conn, entry.schema, entry.table, meta.primaryKey),
       values: meta.writableColumns.filter((c) => c !== versionColumn && !meta.primaryKey.includes(c)).map(column),
     };
   } catch (err) {
@@ -309,8 +313,65 @@ function toHistory(
       remember(t.info, t.image);
     }
   }
-  const applied = details?.applied ?? false;
-  return { position: txn.position, applied, writes: applied ? withoutTransientInserts(writes) : writes };
+  return { position: txn.position, applied: details?.applied ?? false, writes };
+}
+
+/**
+ * Gives every write of a key with character columns the key's identity under the columns'
+ * collations (key-identity.ts), so spellings the primary key treats as one ('Beta'/'BETA', 'a'/'a ')
+ * are judged as one key; returns the key lookup map under the same identities.
+ */
+async function collateKeys(
+  conn: Connection,
+  tables: ReadonlyMap<string, TableInfo>,
+  histories: readonly NodeHistory[],
+  keys: Map<string, { info: TableInfo; raw: unknown[] }>,
+): Promise<Map<string, { info: TableInfo; raw: unknown[] }>> {
+  const collated = new Map([...tables].filter(([, t]) => t.keyCollation.some((c) => c !== undefined)));
+  if (collated.size === 0) return keys;
+  const writes = histories.flatMap((h) => h.transactions.flatMap((t) => t.writes)).filter((w) => collated.has(w.table));
+  const identities = new Map<string, Map<string, string>>();
+  for (const [name, t] of collated) {
+    for (const [i, c] of t.key.entries()) {
+      const coll = t.keyCollation[i];
+      if (!coll) continue;
+      const values = writes.filter((w) => w.table === name).flatMap((w) => (w.key[c.name] == null ? [] : [w.key[c.name]!]));
+      identities.set(`${name}\u0000${i}`, await collatedIdentities(conn, coll, values));
+    }
+  }
+  const renamed = new Map<string, string>();
+  for (const w of writes) {
+    const t = collated.get(w.table)!;
+    const before = keyIdOf(w.table, w.keyText);
+    w.keyText = JSON.stringify(
+      t.key.map((c, i) => {
+        const v = w.key[c.name] ?? null;
+        return t.keyCollation[i] && v !== null ? `weight:${identities.get(`${w.table}\u0000${i}`)!.get(v)}` : v;
+      }),
+    );
+    renamed.set(before, keyIdOf(w.table, w.keyText));
+  }
+  // An update that changed only the spelling was split into a delete of the old spelling and an
+  // upsert of the new one (toHistory): under one identity it is one update again.
+  for (const h of histories) {
+    for (const t of h.transactions) {
+      if (!t.writes.some((w) => collated.has(w.table))) continue;
+      const merged: KeyWrite[] = [];
+      for (const w of t.writes) {
+        const prev = merged[merged.length - 1];
+        if (prev && prev.op === 'delete' && w.op === 'upsert' && w.before === undefined && prev.version === w.version && prev.table === w.table && prev.keyText === w.keyText) {
+          merged[merged.length - 1] = prev.before === undefined ? w : { ...w, before: prev.before };
+        } else merged.push(w);
+      }
+      t.writes = merged;
+    }
+  }
+  const out = new Map<string, { info: TableInfo; raw: unknown[] }>();
+  for (const [id, k] of keys) {
+    const to = renamed.get(id) ?? id;
+    if (!out.has(to)) out.set(to, k);
+  }
+  return out;
 }
 
 /** Reads one node's binlog over (from, until] into its history. */
@@ -485,8 +546,10 @@ export async function auditHistory(options: AuditOptions): Promise<AuditReport> 
     const histories = await Promise.all(
       sessions.map((s) => readWindow(s, from[s.index]!, parsePosition(until[s.index]!), options, metaSchema, versionColumn, keys)),
     );
+    const ids = await collateKeys(sessions[0]!.conn, sessions[0]!.tables, histories, keys);
+    for (const h of histories) for (const t of h.transactions) if (t.applied) t.writes = withoutTransientInserts(t.writes);
     const candidates = lostCandidates(histories);
-    const current = await Promise.all(sessions.map((s) => currentVersions(s, candidates[s.index]!, keys, metaSchema, versionColumn)));
+    const current = await Promise.all(sessions.map((s) => currentVersions(s, candidates[s.index]!, ids, metaSchema, versionColumn)));
     const result = classifyHistory(histories, { currentVersions: current, maxFindings: options.maxFindings });
     if (result.outsideWindow > 0) {
       notes.push(

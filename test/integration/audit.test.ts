@@ -136,6 +136,30 @@ describeEachEngine('history audit', 2, (ctx) => {
     }
   });
 
+  it('spellings one key under its collation are judged as one key (case-insensitive, PAD SPACE)', async () => {
+    await Promise.all(conns.map((c) => c.end()));
+    conns = await setupNodes(urls, 'audit_ci', ['CREATE TABLE {{db}}.t (k VARCHAR(20) COLLATE utf8mb4_general_ci NOT NULL PRIMARY KEY, c VARCHAR(20) NOT NULL)'], ['t']);
+    const from = await heads(urls);
+    // Both nodes write the same keys in other spellings while nothing replicates; B's writes are newer.
+    for (const k of ['alpha', 'beta']) await conns[0]!.query('INSERT INTO audit_ci.t (k, c) VALUES (?, ?)', [k, 'from A']);
+    await new Promise((r) => setTimeout(r, 5));
+    for (const k of ['ALPHA', 'beta ']) await conns[1]!.query('INSERT INTO audit_ci.t (k, c) VALUES (?, ?)', [k, 'from B']);
+    const r = await startReplicator(urls, sinkOptions());
+    try {
+      await converged(conns, 'audit_ci', 't');
+      await quiesce(urls);
+    } finally {
+      await r.stop();
+    }
+    const [rows] = await conns[0]!.query<RowDataPacket[]>('SELECT k, c FROM audit_ci.t ORDER BY k');
+    expect(rows.map((x) => `${x.k}|${x.c}`)).toEqual(['ALPHA|from B', 'beta |from B']);
+    // Judged by text, A's 'alpha' and 'beta' would look lost (B never held those spellings).
+    const report = await auditHistory({ nodes: urls, from, tables: ['audit_ci.t'] });
+    expect(summary(report), JSON.stringify(report.findings, (_k, v) => (typeof v === 'bigint' ? String(v) : v))).toMatchObject({ counts: { lww_violation: 0, lost: 0, redundant: 0, inconsistent: 0 } });
+    expect(report.lwwSkipped).toBe(2);
+    expect(report.delivered).toBe(2);
+  });
+
   it('sinkDropMessage is caught as lost', async () => {
     const report = await fightAndAudit('sinkDropMessage=return(true)', 1500);
     expect(report.counts.lost, JSON.stringify(summary(report), (_k, v) => (typeof v === 'bigint' ? String(v) : v))).toBeGreaterThan(0);
