@@ -91,15 +91,21 @@ async function measure(engine: Engine): Promise<void> {
         await s.end();
       }
       const committed = (Date.now() - started) / 1000;
+      // Every row, then the whole transaction (its updates come in its last chunks): node 2 equals node 1.
       await waitFor(`${rows} rows to cross`, async () => (await count(b)) === rows + 1 || child.exitCode !== null, 30 * 60_000);
+      const print = async (c: Connection) =>
+        JSON.stringify((await c.query<RowDataPacket[]>("SELECT SUM(v) AS s, BIT_XOR(CRC32(CONCAT_WS('|', id, v, s, _lww_ts))) AS h FROM memdb.t"))[0][0]);
+      const expected = await print(a);
+      let equal = false;
+      const settled = async () => {
+        equal = (await print(b)) === expected;
+        return equal || child.exitCode !== null;
+      };
+      await waitFor('node 2 to equal node 1', settled, 10 * 60_000).catch(() => undefined);
       clearInterval(sampler);
       if (child.exitCode !== null) throw new Error(`replicate exited with ${child.exitCode}:\n${stderr}`);
       const crossed = (Date.now() - started) / 1000;
       const end = memoryOf(child.pid!);
-      const prints = await Promise.all(
-        conns.map(async (c) => JSON.stringify((await c.query<RowDataPacket[]>("SELECT SUM(v) AS s, BIT_XOR(CRC32(CONCAT_WS('|', id, v, s, _lww_ts))) AS h FROM memdb.t"))[0][0])),
-      );
-      const equal = prints[0] === prints[1];
       console.log(
         `measure-memory on ${engine}: one source transaction of ${rows.toLocaleString('en')} inserted rows (+${Math.floor(rows / 10).toLocaleString('en')} updates) ` +
           `committed in ${committed.toFixed(1)} s, on node 2 after ${crossed.toFixed(1)} s (${equal ? 'identical' : 'DIFFERENT'})`,

@@ -66,6 +66,8 @@ export interface CaptureOptions {
   maxQueuedTransactions?: number;
   /** ... or when their binlog bytes reach this. Default 16 MiB. */
   maxQueuedBytes?: number;
+  /** ... or when they hold this many row changes (chunks of a large transaction are many rows in few items). Default 10,000. */
+  maxQueuedRows?: number;
   /** A larger source transaction is handed over in chunks of this many row changes. Default 2,000. */
   chunkRows?: number;
   /** ... or of this many binlog bytes. Default 16 MiB. */
@@ -178,6 +180,7 @@ export class BinlogCapture {
   private readonly connectTimeoutMs: number;
   private readonly maxQueued: number;
   private readonly maxBytes: number;
+  private readonly maxRows: number;
   private readonly keepaliveIntervalMs: number;
   private readonly metaSchema: string;
   private readonly repairer: RowImageRepairer;
@@ -187,6 +190,7 @@ export class BinlogCapture {
   private generation = 0;
   private readonly queue: QueueItem[] = [];
   private queuedBytes = 0;
+  private queuedRows = 0;
   private readerPaused = false;
   private resumeWaiters: Array<() => void> = [];
   private wakeConsumer: (() => void) | undefined;
@@ -250,6 +254,7 @@ export class BinlogCapture {
     this.maxQueued = options.maxQueuedTransactions ?? 256;
     // Decoded rows take several times their binlog bytes in memory: this bounds the reader's share.
     this.maxBytes = options.maxQueuedBytes ?? 16 * 1024 * 1024;
+    this.maxRows = options.maxQueuedRows ?? 10_000;
     this.keepaliveIntervalMs = options.keepaliveIntervalMs ?? 1000;
     this.done = new Promise<void>((resolve, reject) => {
       this.settle = { resolve, reject };
@@ -305,6 +310,7 @@ export class BinlogCapture {
       await this.consumer.catch(() => {});
       this.queue.length = 0;
       this.queuedBytes = 0;
+      this.queuedRows = 0;
       await this.repairer.close();
       if (this.failure === undefined) this.settle.resolve();
     }
@@ -478,6 +484,7 @@ export class BinlogCapture {
   private enqueue(item: QueueItem): void {
     this.queue.push(item);
     this.queuedBytes += item.bytes;
+    this.queuedRows += rowsOf(item);
     if (this.queue.length > this.counters.maxQueued) this.counters.maxQueued = this.queue.length;
     if (this.queuedBytes > this.counters.maxQueuedBytes) this.counters.maxQueuedBytes = this.queuedBytes;
     this.regulate();
@@ -492,8 +499,8 @@ export class BinlogCapture {
    * the queue never holds more than the limit (one transaction may exceed the byte limit alone).
    */
   private regulate(): void {
-    const full = this.queue.length >= this.maxQueued || this.queuedBytes >= this.maxBytes;
-    const drained = this.queue.length <= this.maxQueued / 2 && this.queuedBytes <= this.maxBytes / 2;
+    const full = this.queue.length >= this.maxQueued || this.queuedBytes >= this.maxBytes || this.queuedRows >= this.maxRows;
+    const drained = this.queue.length <= this.maxQueued / 2 && this.queuedBytes <= this.maxBytes / 2 && this.queuedRows <= this.maxRows / 2;
     if (!this.readerPaused && full) {
       this.readerPaused = true;
       this.counters.pauses++;
@@ -518,6 +525,7 @@ export class BinlogCapture {
         continue;
       }
       this.queuedBytes -= item.bytes;
+      this.queuedRows -= rowsOf(item);
       this.regulate();
       try {
         await this.deliver(item);
@@ -649,7 +657,7 @@ function validate(o: CaptureOptions): void {
     const v = o[name];
     if (v !== undefined && !(typeof v === 'number' && Number.isFinite(v) && v > 0)) fail(`${name}: must be a positive number`);
   };
-  for (const n of ['heartbeatMs', 'readTimeoutMs', 'connectTimeoutMs', 'maxQueuedTransactions', 'maxQueuedBytes'] as const) positive(n);
+  for (const n of ['heartbeatMs', 'readTimeoutMs', 'connectTimeoutMs', 'maxQueuedTransactions', 'maxQueuedBytes', 'maxQueuedRows'] as const) positive(n);
   if (o.replicaServerId !== undefined && !(Number.isInteger(o.replicaServerId) && o.replicaServerId > 0 && o.replicaServerId < 2 ** 32)) {
     fail('replicaServerId: must be an integer in 1..4294967295');
   }
@@ -807,6 +815,10 @@ function toCaptureEvent(event: AnyBinlogEvent): CaptureEvent | undefined {
     default:
       return undefined;
   }
+}
+
+function rowsOf(item: QueueItem): number {
+  return item.kind === 'transaction' ? item.txn.changes.length : 0;
 }
 
 /** Starts a capture: checks the source's settings (UnsafeSourceError lists every problem), then streams. */

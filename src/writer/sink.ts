@@ -65,6 +65,16 @@ export interface Sink {
 interface Queued {
   seq: number;
   txn: PreparedTransaction;
+  /** What it holds in memory, as limits.maxQueueBytes counts it (see queueWeight). */
+  weight: number;
+}
+
+/** Memory a queued operation takes beyond its values' bytes (its objects, arrays and key text). */
+const OP_MEMORY_BYTES = 320;
+
+/** A transaction's weight in the queue: values plus per-operation objects, so many small rows count too. */
+function queueWeight(txn: PreparedTransaction): number {
+  return txn.bytes + txn.ops.length * OP_MEMORY_BYTES;
 }
 
 interface Waiter {
@@ -290,9 +300,10 @@ class LwwSink implements Sink {
       this.claimed.add(txn.sourceId);
     }
     this.assertUsable();
-    this.pending.push({ seq: ++this.seq, txn: prepared });
+    const weight = queueWeight(prepared);
+    this.pending.push({ seq: ++this.seq, txn: prepared, weight });
     this.pendingRows += prepared.ops.length;
-    this.pendingBytes += prepared.bytes;
+    this.pendingBytes += weight;
     this.kick();
     // Back-pressure: the caller waits while the queue holds more than its byte budget.
     while (this.pendingBytes > limits.maxQueueBytes && !this.failure) {
@@ -386,7 +397,7 @@ class LwwSink implements Sink {
       this.pending.splice(0, taken.length);
       for (const q of taken) {
         this.pendingRows -= q.txn.ops.length;
-        this.pendingBytes -= q.txn.bytes;
+        this.pendingBytes -= q.weight;
       }
       this.committedSeq = taken[taken.length - 1]!.seq;
       if (this.pending.length === 0) this.flushRequested = false;
