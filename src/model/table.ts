@@ -28,6 +28,8 @@ export interface TableMeta {
   writableColumns: string[];
   /** Name of the tombstone table in the metadata schema. */
   tombstoneTable: string;
+  /** Tables its foreign keys reference (tableKey), itself excluded: written before it, deleted after it. */
+  parents?: string[];
 }
 
 export function tableKey(schema: string, table: string): string {

@@ -9,6 +9,11 @@ export const UNIQUE_KEYS_SQL =
   'SELECT INDEX_NAME AS indexName, COLUMN_NAME AS columnName FROM information_schema.STATISTICS' +
   ' WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND NON_UNIQUE = 0 ORDER BY INDEX_NAME, SEQ_IN_INDEX';
 
+/** The tables a table's foreign keys reference (its parents). */
+export const FOREIGN_PARENTS_SQL =
+  'SELECT DISTINCT REFERENCED_TABLE_SCHEMA AS parentSchema, REFERENCED_TABLE_NAME AS parentTable FROM information_schema.KEY_COLUMN_USAGE' +
+  ' WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND REFERENCED_TABLE_NAME IS NOT NULL';
+
 export const TABLE_EXISTS_SQL =
   "SELECT TABLE_TYPE AS tableType FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?";
 

@@ -184,9 +184,19 @@ async function select(ctx: ApplyContext, table: string, stmt: Statement): Promis
   }
 }
 
+function statementErrno(err: unknown): number | undefined {
+  return (err instanceof StatementError ? (err.cause as { errno?: number }) : undefined)?.errno;
+}
+
 function isDupEntry(err: unknown): boolean {
-  const errno = (err instanceof StatementError ? (err.cause as { errno?: number }) : undefined)?.errno;
+  const errno = statementErrno(err);
   return errno === 1062 || errno === 1586;
+}
+
+/** ER_NO_REFERENCED_ROW(_2): a row names a parent the target does not hold. */
+function isMissingParent(err: unknown): boolean {
+  const errno = statementErrno(err);
+  return errno === 1452 || errno === 1216;
 }
 
 async function logConflict(ctx: ApplyContext, meta: TableMeta, up: PlannedUpsert, reason: string): Promise<void> {
@@ -247,7 +257,13 @@ async function tombstonedAt(ctx: ApplyContext, meta: TableMeta, keys: readonly K
   return new Set(rows.map((r) => Number(r._lww_i)));
 }
 
-async function upsertPart(ctx: ApplyContext, meta: TableMeta, part: KeyPlan[], counts: TableCounters, hasUnique: boolean): Promise<KeyPlan[]> {
+/**
+ * `checked`: the part's tombstones were already read (a foreign key refused the insert-first path:
+ * a late older child row whose parent is gone cannot be inserted even for the moment before its
+ * own tombstone removes it, so the tombstones are read first and only live rows are written; a
+ * live row the foreign key still refuses is a real error and stops the direction).
+ */
+async function upsertPart(ctx: ApplyContext, meta: TableMeta, part: KeyPlan[], counts: TableCounters, hasUnique: boolean, checked = false): Promise<KeyPlan[]> {
   const s = shapesOf(meta, ctx.metaSchema);
   try {
     const res = await run(ctx, s.name, lwwUpsert(s.table, part.map((k) => k.upsert!.row), ctx.dialect));
@@ -271,10 +287,16 @@ async function upsertPart(ctx: ApplyContext, meta: TableMeta, part: KeyPlan[], c
     counts.skippedStale += o.skipped - clashed.length - held;
     return clashed;
   } catch (err) {
+    if (!checked && isMissingParent(err)) {
+      const held = await tombstonedAt(ctx, meta, part, part.map((k) => k.upsert!.version));
+      counts.skippedByTombstone += held.size;
+      const live = part.filter((_, i) => !held.has(i));
+      return live.length === 0 ? [] : upsertPart(ctx, meta, live, counts, hasUnique, true);
+    }
     if (!isDupEntry(err)) throw err;
     if (part.length === 1) return part;
     const clashed: KeyPlan[] = [];
-    for (const one of part) clashed.push(...(await upsertPart(ctx, meta, [one], counts, hasUnique)));
+    for (const one of part) clashed.push(...(await upsertPart(ctx, meta, [one], counts, hasUnique, checked)));
     return clashed;
   }
 }
@@ -323,7 +345,8 @@ async function applyUpserts(ctx: ApplyContext, meta: TableMeta, keys: KeyPlan[],
   }
 }
 
-async function applyTableLww(ctx: ApplyContext, plan: TablePlan, counts: TableCounters): Promise<void> {
+/** A table's tombstones and deletes (the first phase, children before parents). */
+async function applyDeletesLww(ctx: ApplyContext, plan: TablePlan, counts: TableCounters): Promise<void> {
   const { meta } = plan;
   const s = shapesOf(meta, ctx.metaSchema);
   const keys = [...plan.keys.values()];
@@ -340,8 +363,12 @@ async function applyTableLww(ctx: ApplyContext, plan: TablePlan, counts: TableCo
     counts.deleted += res.affectedRows;
     counts.tombstoned += part.length;
   }
-  const upserts = keys.filter((k) => k.upsert);
-  if (upserts.length > 0) await applyUpserts(ctx, meta, upserts, counts);
+}
+
+/** A table's upserts (the second phase, parents before children). */
+async function applyUpsertsLww(ctx: ApplyContext, plan: TablePlan, counts: TableCounters): Promise<void> {
+  const upserts = [...plan.keys.values()].filter((k) => k.upsert);
+  if (upserts.length > 0) await applyUpserts(ctx, plan.meta, upserts, counts);
 }
 
 async function applyTableBypass(ctx: ApplyContext, plan: TablePlan, counts: TableCounters): Promise<void> {
@@ -379,11 +406,22 @@ export async function applyBatch(ctx: ApplyContext, plans: TablePlan[], advances
         throw new OwnershipLostError(a.sourceId, a.epoch, BigInt((rows[0]?.owner_epoch as string | undefined) ?? '0'));
       }
     }
-    for (const plan of plans) {
-      const counts = emptyCounters();
-      tables.set(`${plan.meta.schema}.${plan.meta.table}`, counts);
-      if (ctx.bypass) await applyTableBypass(ctx, plan, counts);
-      else await applyTableLww(ctx, plan, counts);
+    const countsOf = (plan: TablePlan) => {
+      const name = `${plan.meta.schema}.${plan.meta.table}`;
+      let counts = tables.get(name);
+      if (!counts) {
+        counts = emptyCounters();
+        tables.set(name, counts);
+      }
+      return counts;
+    };
+    if (ctx.bypass) {
+      for (const plan of plans) await applyTableBypass(ctx, plan, countsOf(plan));
+    } else {
+      // Plans come parents first (coalesce.ts parentsFirst): deletes run children first, then
+      // every table's upserts parents first, as the source's foreign-key checks allowed them.
+      for (const plan of [...plans].reverse()) await applyDeletesLww(ctx, plan, countsOf(plan));
+      for (const plan of plans) await applyUpsertsLww(ctx, plan, countsOf(plan));
     }
     await ctx.conn.query('COMMIT');
   } catch (err) {

@@ -78,5 +78,31 @@ export function coalesce(ops: Iterable<KeyOp>, order: 'version' | 'arrival' = 'v
     }
   }
   // A fixed table order keeps lock acquisition order stable across concurrent sinks.
-  return [...tables.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, p]) => p);
+  return parentsFirst([...tables.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, p]) => p));
+}
+
+/**
+ * Orders plans so that a table comes after every table of the batch its foreign keys reference
+ * (parents first; otherwise the given order). The sink writes rows in this order and deletes in the
+ * reverse, so a parent inserted and a child that names it in one batch, or a child deleted and its
+ * parent, pass the foreign-key checks as they did on the source. Tables on a reference cycle get a
+ * fixed order all the same (the first one met goes after the others); a cycle's rows may then need
+ * the peer's checks relaxed, which the sink does not do: such a batch stops loudly.
+ */
+export function parentsFirst(plans: readonly TablePlan[]): TablePlan[] {
+  const byKey = new Map(plans.map((p) => [tableKey(p.meta.schema, p.meta.table), p]));
+  const out: TablePlan[] = [];
+  const state = new Map<TablePlan, 'visiting' | 'done'>();
+  const visit = (p: TablePlan) => {
+    if (state.has(p)) return;
+    state.set(p, 'visiting');
+    for (const parent of p.meta.parents ?? []) {
+      const q = byKey.get(parent);
+      if (q) visit(q);
+    }
+    state.set(p, 'done');
+    out.push(p);
+  };
+  for (const p of plans) visit(p);
+  return out;
 }

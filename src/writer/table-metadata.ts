@@ -5,7 +5,7 @@ import { tombstoneTableName } from '../model/names.ts';
 import type { ColumnMeta, TableMeta } from '../model/table.ts';
 import { tableKey } from '../model/table.ts';
 import { CHECK_CLAUSES_SQL } from '../sql/install.ts';
-import { COLUMNS_SQL, TABLE_EXISTS_SQL, UNIQUE_KEYS_SQL } from '../sql/introspect.ts';
+import { COLUMNS_SQL, FOREIGN_PARENTS_SQL, TABLE_EXISTS_SQL, UNIQUE_KEYS_SQL } from '../sql/introspect.ts';
 
 interface ColumnRow extends RowDataPacket {
   name: string;
@@ -62,6 +62,8 @@ export async function loadTableMeta(conn: Connection, schema: string, table: str
     ...columns.filter((c) => !c.generated && c.name !== versionColumn).map((c) => c.name),
     versionColumn,
   ];
+  const [fks] = await conn.query<RowDataPacket[]>(FOREIGN_PARENTS_SQL, [schema, table]);
+  const parents = fks.map((r) => tableKey(String(r.parentSchema), String(r.parentTable))).filter((k) => k !== tableKey(schema, table));
   return {
     schema,
     table,
@@ -71,6 +73,7 @@ export async function loadTableMeta(conn: Connection, schema: string, table: str
     versionColumn,
     writableColumns,
     tombstoneTable: tombstoneTableName(schema, table),
+    ...(parents.length > 0 ? { parents } : {}),
   };
 }
 

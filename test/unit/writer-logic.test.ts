@@ -6,7 +6,7 @@ import { parseSourceTransaction } from '../../src/model/change.ts';
 import { tombstoneTableName } from '../../src/model/names.ts';
 import type { TableMeta } from '../../src/model/table.ts';
 import { MAX_VERSION, makeVersion, nextVersion, nodeIdOf, parseVersion } from '../../src/model/version.ts';
-import { coalesce } from '../../src/writer/coalesce.ts';
+import { coalesce, parentsFirst, type TablePlan } from '../../src/writer/coalesce.ts';
 import { prepareTransaction } from '../../src/writer/prepare.ts';
 import { upsertOutcome } from '../../src/writer/stats.ts';
 import { toSqlValue } from '../../src/writer/values.ts';
@@ -228,5 +228,28 @@ describe('error classification', () => {
     const tooLong = Object.assign(new Error('Data too long'), { errno: 1406, code: 'ER_DATA_TOO_LONG' });
     expect(isRetryable(tooLong)).toBe(false);
     expect(isConnectionLost(tooLong)).toBe(false);
+  });
+});
+
+describe('table order of a batch', () => {
+  const plan = (table: string, parents: string[] = []): TablePlan => ({
+    meta: { ...meta, table, tombstoneTable: `tomb__db__${table}`, ...(parents.length > 0 ? { parents: parents.map((p) => `db\u0000${p}`) } : {}) },
+    keys: new Map(),
+    staleInBatch: 0,
+    coalesced: 0,
+  });
+  const names = (plans: TablePlan[]) => plans.map((p) => p.meta.table);
+  it('puts every referenced table before the tables that reference it, else keeps the given order', () => {
+    // order_items < orders by name, but it references orders (and products, not in the batch).
+    expect(names(parentsFirst([plan('a'), plan('order_items', ['orders', 'products']), plan('orders', ['customers']), plan('customers'), plan('z')]))).toEqual([
+      'a',
+      'customers',
+      'orders',
+      'order_items',
+      'z',
+    ]);
+  });
+  it('gives tables on a reference cycle a fixed order', () => {
+    expect(names(parentsFirst([plan('x', ['y']), plan('y', ['x']), plan('s')]))).toEqual(['y', 'x', 's']);
   });
 });
