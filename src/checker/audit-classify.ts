@@ -75,25 +75,30 @@ export type Classification = Pick<AuditReport, 'counts' | 'lwwSkipped' | 'delive
  * inserts a key's row and, when a tombstone of the same or a newer version covers it, deletes it in
  * the same transaction. No other session saw that row (it was X-locked until it was gone), so the
  * pair is no write of the row; judged as writes it would read as an older version stored under a
- * newer tombstone. An insert (no before image) followed by a delete of exactly that row (its before
- * image carries the inserted version) becomes nothing, or, when a tombstone write of the transaction
+ * newer tombstone. An insert (no before image), the updates of that row that followed it (a later
+ * spelling of a collated key in the same statement), and the delete of exactly that row (each before
+ * image carries the previous version) become nothing, or, when a tombstone write of the transaction
  * was matched to that delete, a tombstone-only delete with its version (what the transaction left).
  * Everything else is kept as written.
  */
 export function withoutTransientInserts(writes: readonly KeyWrite[]): KeyWrite[] {
   const out: Array<KeyWrite | undefined> = [...writes];
-  const openInsert = new Map<string, number>();
+  // Per key: the writes since its insert in this transaction, each replacing the one before it.
+  const chains = new Map<string, number[]>();
   writes.forEach((w, i) => {
     const id = keyIdOf(w.table, w.keyText);
+    const chain = chains.get(id);
+    const last = chain === undefined ? undefined : writes[chain[chain.length - 1]!]!;
+    const continues = last !== undefined && w.before !== undefined && w.before === last.version;
     if (w.op === 'upsert') {
-      if (w.before === undefined) openInsert.set(id, i);
-      else openInsert.delete(id);
+      if (w.before === undefined) chains.set(id, [i]);
+      else if (continues) chain!.push(i);
+      else chains.delete(id);
       return;
     }
-    const at = openInsert.get(id);
-    openInsert.delete(id);
-    if (at === undefined || w.before === undefined || w.before !== writes[at]!.version) return;
-    out[at] = undefined;
+    chains.delete(id);
+    if (!continues) return;
+    for (const at of chain!) out[at] = undefined;
     out[i] = w.version === undefined ? undefined : { table: w.table, keyText: w.keyText, key: w.key, op: 'delete', version: w.version };
   });
   return out.filter((w): w is KeyWrite => w !== undefined);

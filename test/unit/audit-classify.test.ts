@@ -267,6 +267,13 @@ describe('a sink transaction that inserted a row and removed it before commit', 
     // delete that removed the insert again.
     expect(withoutTransientInserts([up(1, older, 'late'), del(1, tomb, older)])).toEqual([del(1, tomb)]);
   });
+  it('removes the updates of that row before its delete too (two spellings of a collated key in one statement)', () => {
+    const newer = v(1_500, B);
+    expect(withoutTransientInserts([up(1, older, 'BETA'), up(1, newer, 'beta', older), del(1, undefined, newer)])).toEqual([]);
+    // An update of a row that existed before the transaction is kept, and so is its delete.
+    const kept = [up(1, newer, 'x', older), del(1, undefined, newer)];
+    expect(withoutTransientInserts(kept)).toEqual(kept);
+  });
   it('keeps a delete of another row and an update followed by a delete', () => {
     const other = [up(1, older, 'x'), del(1, undefined, v(900, B))];
     expect(withoutTransientInserts(other)).toEqual(other);
