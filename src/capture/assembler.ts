@@ -122,8 +122,8 @@ export interface AssemblerOptions {
   /**
    * Row events of a captured table whose full image has no version column were written before the
    * table was installed (the event names its own columns): with this callback they are skipped and
-   * reported (install's backfill and the initial copy carry those rows); without it they stop
-   * capture (UnsupportedTableError).
+   * reported (install's backfill and the initial copy carry those rows), until the table's first
+   * event with the version column; without it, or after that, they stop capture (UnsupportedTableError).
    */
   onUnversioned?: (schema: string, table: string) => void;
 }
@@ -252,6 +252,8 @@ export class TransactionAssembler {
   /** Tombstone table → the captured table it belongs to (from table maps read). */
   private readonly tombstoneOwners = new Map<string, { schema: string; table: string }>();
   private readonly seenTables = new Set<string>();
+  /** Captured tables whose row events have carried the version column since capture started. */
+  private readonly versionedTables = new Set<string>();
   private readonly chunkRows: number;
   private readonly chunkBytes: number;
 
@@ -362,9 +364,14 @@ export class TransactionAssembler {
     }
     if (!this.options.tables.includes(event.schema, event.table)) return [];
     if (this.options.onUnversioned && this.unversioned(event)) {
-      this.options.onUnversioned(event.schema, event.table);
-      return [];
-    }
+      // Only before the table's first versioned event: after it, an image without the version column
+      // is not a pre-install write (the column was dropped, or the triggers removed while capture
+      // ran) and stops capture in versionOf, naming the table.
+      if (!this.versionedTables.has(`${event.schema}\u0000${event.table}`)) {
+        this.options.onUnversioned(event.schema, event.table);
+        return [];
+      }
+    } else if (!event.partial) this.versionedTables.add(`${event.schema}\u0000${event.table}`);
     // A row event as large as a chunk travels alone: the changes read before it go first.
     const first = event.bytes >= this.chunkBytes && txn.changes.length > 0 && !this.options.includeApplied && !txn.appliedBySink ? this.chunk(txn, event.bytes) : [];
     const base = { schema: event.schema, table: event.table, op: event.op };

@@ -207,7 +207,7 @@ async function describeTable(session: NodeSession, entry: TableEntry, versionCol
       name,
       tombstoneTable: entry.tombstoneTable,
       key: meta.primaryKey.map(column),
-      keyCollation: await keyCollations(session.conn, entry.schema, entry.table, meta.primaryKey),
+      keyCollation: await keyCollations(session.conn, meta.primaryKey.map((k) => meta.columns.find((c) => c.name === k)!)),
       values: meta.writableColumns.filter((c) => c !== versionColumn && !meta.primaryKey.includes(c)).map(column),
     };
   } catch (err) {

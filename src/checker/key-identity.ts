@@ -5,6 +5,7 @@
 // the column's collation (trailing spaces removed first for PAD SPACE), asked of the server in
 // batches; every other column keeps its canonical text.
 import type { Connection, RowDataPacket } from 'mysql2/promise';
+import type { ColumnMeta } from '../model/table.ts';
 import { quoteIdent } from '../sql/quote.ts';
 
 export interface KeyCollation {
@@ -17,21 +18,12 @@ export interface KeyCollation {
 const BATCH = 200;
 const NAME = /^[A-Za-z0-9_]+$/;
 
-/** The collations of a table's key columns (undefined: not a character column), read from the server. */
-export async function keyCollations(conn: Connection, schema: string, table: string, keyColumns: readonly string[]): Promise<Array<KeyCollation | undefined>> {
-  const [cols] = await conn.query<RowDataPacket[]>(
-    'SELECT COLUMN_NAME AS name, CHARACTER_SET_NAME AS cs, COLLATION_NAME AS coll FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?',
-    [schema, table],
-  );
-  const byName = new Map(cols.map((c) => [String(c.name), c]));
+/** The collations of a table's key columns (undefined: not a character column); PAD attributes asked of the server. */
+export async function keyCollations(conn: Connection, keyColumns: readonly Pick<ColumnMeta, 'charset' | 'collation'>[]): Promise<Array<KeyCollation | undefined>> {
   const out: Array<KeyCollation | undefined> = [];
-  for (const k of keyColumns) {
-    const c = byName.get(k);
-    if (!c || c.coll === null || c.cs === null || c.cs === 'binary') {
-      out.push(undefined);
-      continue;
-    }
-    out.push({ charset: String(c.cs), collation: String(c.coll), padSpace: await isPadSpace(conn, String(c.coll)) });
+  for (const c of keyColumns) {
+    if (c.collation === null || c.charset === null || c.charset === 'binary') out.push(undefined);
+    else out.push({ charset: c.charset, collation: c.collation, padSpace: await isPadSpace(conn, c.collation) });
   }
   return out;
 }

@@ -55,6 +55,16 @@ describe('row events written before a table was installed', () => {
     expect(ids(items)).toEqual([[], [2]]);
   });
 
+  it('after a versioned event of the table, an image without the version column stops capture instead of being skipped', () => {
+    const seen: string[] = [];
+    const a = new TransactionAssembler({ sourceId: 'A', tables: tableFilter(['app']), metaSchema: 'lww_meta', versionColumn: '_lww_ts', onUnversioned: (s, t) => seen.push(`${s}.${t}`) });
+    a.resumeFrom({ file: 'binlog.000001', offset: 100 });
+    const push = (events: CaptureEvent[]) => events.flatMap((e) => a.push(e));
+    expect(push([{ type: 'begin' }, insert(2, 10), { type: 'commit', nextPosition: 200 }]).map((i) => i.kind)).toEqual(['transaction']);
+    expect(() => push([{ type: 'begin' }, { type: 'rows', schema: 'app', table: 't', op: 'insert', rows: [{ id: 3 }], bytes: 10 }])).toThrow(/app.*t.*no version column _lww_ts/s);
+    expect(seen).toEqual([]);
+  });
+
   it('an incomplete image without the version column (binlog_row_image MINIMAL) is not taken for one', () => {
     const seen: string[] = [];
     const a = new TransactionAssembler({ sourceId: 'A', tables: tableFilter(['app']), metaSchema: 'lww_meta', versionColumn: '_lww_ts', onUnversioned: (s, t) => seen.push(`${s}.${t}`) });
