@@ -547,7 +547,11 @@ class LwwSink implements Sink {
   async close(): Promise<void> {
     if (this.closed) return;
     try {
-      if (!this.failure) await this.flush();
+      if (!this.failure) {
+        await this.flush();
+        // Idle workers' rows catch up: a clean restart resumes where this sink ended.
+        await this.pool.settle();
+      }
     } finally {
       await this.abort();
     }

@@ -7,7 +7,9 @@
 // Checkpoints: a worker advances its row to the window's last position of each source it applied
 // changes of. A worker without changes of a source skips that row until it is idleCheckpointMs old
 // (so a light load does not cost a commit per worker per window), which only moves the stream's
-// resume point — the lowest worker row (worker-checkpoints.ts) — back: replay is harmless.
+// resume point — the lowest worker row (worker-checkpoints.ts) — back: replay is harmless; and a
+// graceful close brings every row to the last position (settle), so a clean restart replays nothing
+// (which matters where replay is not harmless: the REPLACE failpoint).
 // One worker is the sink as before: one transaction per window advancing every source.
 import type { Connection } from 'mysql2/promise';
 import { backoffDelay, isConnectionLost, isRetryable, serverMessage, sleep } from '../db/retry.ts';
@@ -50,8 +52,8 @@ function redact(message: string): string {
 
 class ApplyWorker {
   private conn: Connection | null = null;
-  /** Per source: when this worker last committed its checkpoint row. */
-  readonly advancedAt = new Map<string, number>();
+  /** Per source: when this worker last committed its checkpoint row, and to which apply_seq. */
+  readonly advanced = new Map<string, { at: number; seq: bigint }>();
 
   constructor(
     readonly index: number,
@@ -87,7 +89,7 @@ class ApplyWorker {
           advances,
         );
         const now = Date.now();
-        for (const a of advances) this.advancedAt.set(a.sourceId, now);
+        for (const a of advances) this.advanced.set(a.sourceId, { at: now, seq: a.seq });
         return outcome;
       } catch (err) {
         if (err instanceof OwnershipLostError) throw err;
@@ -122,8 +124,19 @@ class ApplyWorker {
   }
 }
 
+/** Waits for every run; rejects with the first failure once all settled. */
+async function settleAll<T>(runs: Promise<T>[]): Promise<T[]> {
+  const settled = await Promise.allSettled(runs);
+  const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+  if (failed) throw failed.reason;
+  return settled.map((s) => (s as PromiseFulfilledResult<T>).value);
+}
+
 export class WorkerPool {
   private readonly workers: ApplyWorker[];
+  /** The last committed window's advance per source, and that window's context (for settle). */
+  private readonly latest = new Map<string, WindowAdvance>();
+  private lastContext: WindowContext | undefined;
 
   constructor(private readonly o: WorkerPoolOptions) {
     this.workers = Array.from({ length: o.workers }, (_, i) => new ApplyWorker(i, o));
@@ -150,15 +163,27 @@ export class WorkerPool {
       const share = shares[i]!;
       const sources = new Set(share.map((op) => op.sourceId));
       const own = advances
-        .filter((a) => sources.has(a.sourceId) || now - (w.advancedAt.get(a.sourceId) ?? Number.NEGATIVE_INFINITY) >= idleMs)
+        .filter((a) => sources.has(a.sourceId) || now - (w.advanced.get(a.sourceId)?.at ?? Number.NEGATIVE_INFINITY) >= idleMs)
         .map((a) => ({ ...a, worker: i }));
       if (share.length === 0 && own.length === 0) return;
       runs.push(w.apply(ctx, share, own));
     });
-    const settled = await Promise.allSettled(runs);
-    const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
-    if (failed) throw failed.reason;
-    return settled.map((s) => (s as PromiseFulfilledResult<BatchOutcome>).value);
+    const outcomes = await settleAll(runs);
+    this.lastContext = ctx;
+    for (const a of advances) this.latest.set(a.sourceId, a);
+    return outcomes;
+  }
+
+  /** Advances every worker row left behind (idle workers) to the last committed window's position. */
+  async settle(): Promise<void> {
+    const ctx = this.lastContext;
+    if (!ctx || this.workers.length === 1) return;
+    const runs: Promise<BatchOutcome>[] = [];
+    this.workers.forEach((w, i) => {
+      const behind = [...this.latest.values()].filter((a) => w.advanced.get(a.sourceId)?.seq !== a.seq).map((a) => ({ ...a, worker: i }));
+      if (behind.length > 0) runs.push(w.apply(ctx, [], behind));
+    });
+    await settleAll(runs);
   }
 
   destroy(): void {

@@ -21,8 +21,7 @@ const HELP = `usage: lww-sink replicate --node URL --node URL [options]
   --json                   status as JSON lines on stdout
   --metrics-addr [H:]P     serve /metrics (Prometheus), /healthz and /status on H:P (default host 127.0.0.1)
   --batch-rows N           rows per target transaction (default 1024)
-  --apply-workers N        parallel apply workers per direction, each with its own connection and
-                           checkpoint row (default ${DEFAULT_APPLY_WORKERS}, or LWW_APPLY_WORKERS; 1 = one connection, in order)
+  --apply-workers N        parallel apply workers per direction (default ${DEFAULT_APPLY_WORKERS}, or LWW_APPLY_WORKERS; 1 = in order)
   --no-initial-copy        do not merge existing rows on a direction's first start
   --gc-interval D          remove tombstones every peer has applied every D (default 1m; 0 = no GC)
   --gc-margin D            GC safety margin for long transactions and clock skew (default 10m)
