@@ -5,8 +5,8 @@ import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { connect } from '../../src/db/connection.ts';
 import { createSink, InvalidChangeError, type Sink, type SourceTransactionInput } from '../../src/index.ts';
-import { describeEachEngine } from '../helpers/engines.ts';
 import { freshDatabase, rowsOf } from '../helpers/db.ts';
+import { describeEachEngine } from '../helpers/engines.ts';
 
 type Change = SourceTransactionInput['changes'][number];
 

@@ -3,8 +3,8 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { connect } from '../../src/db/connection.ts';
 import { randomInt, seededRandom, shuffle } from '../../src/harness/random.ts';
 import { ApplyError, createSink, InvalidChangeError, OwnershipLostError, type Sink, type SourceTransactionInput } from '../../src/index.ts';
-import { describeEachEngine } from '../helpers/engines.ts';
 import { freshDatabase, rowsOf } from '../helpers/db.ts';
+import { describeEachEngine } from '../helpers/engines.ts';
 
 const T = 'CREATE TABLE {{db}}.t (id INT NOT NULL PRIMARY KEY, v VARCHAR(40) NULL, n BIGINT NULL, _lww_ts BIGINT UNSIGNED NOT NULL)';
 type Change = SourceTransactionInput['changes'][number];
