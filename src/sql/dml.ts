@@ -435,9 +435,12 @@ export function tombstoneHolders(shape: TableShape, tomb: TombstoneShape, unique
   const cols = quoteList([...tomb.primaryKey, tomb.versionColumn]);
   // A derived table: MySQL refuses the row alias after INSERT … SELECT, and VALUES() is deprecated there.
   const src = `SELECT ${cols} FROM ${quoteTable(shape.schema, shape.table)} WHERE ${where.sql}`;
-  const incoming = usesRowAlias(dialect) ? `${quoteIdent('_lww_h')}.${v}` : `VALUES(${v})`;
+  const incoming = (c: string) => (usesRowAlias(dialect) ? `${quoteIdent('_lww_h')}.${quoteIdent(c)}` : `VALUES(${quoteIdent(c)})`);
+  // As upsertTombstones: a newer tombstone also takes the removed row's key spelling.
+  const newer = `${incoming(tomb.versionColumn)} > ${target}.${v}`;
+  const keys = tomb.primaryKey.map((k) => `${quoteIdent(k)} = IF(${newer}, ${incoming(k)}, ${target}.${quoteIdent(k)})`);
   return {
-    sql: `INSERT INTO ${target} (${cols}) SELECT * FROM (${src}) AS ${quoteIdent('_lww_h')} ON DUPLICATE KEY UPDATE ${v} = GREATEST(${target}.${v}, ${incoming})`,
+    sql: `INSERT INTO ${target} (${cols}) SELECT * FROM (${src}) AS ${quoteIdent('_lww_h')} ON DUPLICATE KEY UPDATE ${[...keys, `${v} = GREATEST(${target}.${v}, ${incoming(tomb.versionColumn)})`].join(', ')}`,
     values: where.values,
   };
 }
