@@ -386,11 +386,17 @@ async function applyUpserts(ctx: ApplyContext, meta: TableMeta, keys: KeyPlan[],
   for (let i = 0; i < pending.length; i++) {
     const up = pending[i]!.upsert!;
     const st = stored[i]!;
-    if (st.tomb !== undefined && st.tomb >= up.version) counts.skippedByTombstone++;
-    else if (st.row === up.version) counts.updated++;
-    else if (st.row !== undefined && st.row > up.version) counts.skippedStale++;
-    else await resolveUniqueClash(ctx, meta, pending[i]!, counts);
+    if (!settled(up, st, counts)) await resolveUniqueClash(ctx, meta, pending[i]!, counts);
   }
+}
+
+/** Counts an upsert whose key's stored state decides it (landed, newer row, newer tombstone); false when it clashed. */
+function settled(up: PlannedUpsert, st: Stored, counts: TableCounters): boolean {
+  if (st.tomb !== undefined && st.tomb >= up.version) counts.skippedByTombstone++;
+  else if (st.row === up.version) counts.updated++;
+  else if (st.row !== undefined && st.row > up.version) counts.skippedStale++;
+  else return false;
+  return true;
 }
 
 /** The incoming row's values of every secondary UNIQUE key that can clash (no NULL column). */
@@ -433,10 +439,7 @@ async function resolveUniqueClash(ctx: ApplyContext, meta: TableMeta, k: KeyPlan
     // The value was freed after the last try (a later change of the batch moved its holder off it).
     await run(ctx, s.name, lwwUpsert(s.table, [up.row], ctx.dialect));
     const [now] = await readBack(ctx, meta, [k.key]);
-    if (now?.row === up.version) {
-      counts.updated++;
-      return;
-    }
+    if (now && settled(up, now, counts)) return;
     const values = uniques.map((u) => `(${u.columns.map((c, i) => `${c}=${describeValue(u.values[i])}`).join(', ')})`).join(' ') || 'none without NULL';
     throw new UniqueClashError(
       meta.schema,
