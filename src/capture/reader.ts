@@ -8,11 +8,10 @@
 //   that pauses the socket when the queue is full and resumes it when it has drained.
 // - Safety: the source's binlog settings are checked before every (re)connect; what would lose
 //   changes stops the capture with an error instead of being skipped.
-
+import { permanentServerError } from '../db/retry.ts';
 import ZongJi, { type AnyBinlogEvent } from '@vlasky/zongji';
 import type { ConnectionOptions } from 'mysql2';
-import { connect, describeTarget, parseUrl, type Target } from '../db/connection.ts';
-import { permanentServerError } from '../db/retry.ts';
+import { type Target, connect, describeTarget, parseUrl } from '../db/connection.ts';
 import { BinlogPositionError, CaptureError, CaptureRefusedError, InvalidOptionsError, UnsafeSourceError } from '../errors.ts';
 import type { Row, SourceTransaction } from '../model/change.ts';
 import { DUMP_SESSION_SQL } from '../sql/binlog.ts';

@@ -2,7 +2,7 @@
 // where is the binlog head, which binlog files are left, how far behind is a position.
 import type { Connection } from 'mysql2/promise';
 import { BinlogPositionError, UnsafeSourceSettingError } from '../errors.ts';
-import { binlogStatusSql, SHOW_BINARY_LOGS_SQL, SOURCE_SETTING_NAMES, SOURCE_SETTINGS_SQL } from '../sql/binlog.ts';
+import { SHOW_BINARY_LOGS_SQL, SOURCE_SETTING_NAMES, SOURCE_SETTINGS_SQL, binlogStatusSql } from '../sql/binlog.ts';
 import { VERSION_SQL } from '../sql/introspect.ts';
 import { type BinlogPosition, bytesBetween, formatPosition, parsePosition } from './position.ts';
 

@@ -1,5 +1,17 @@
 // The consistency checker: the state check (are the nodes identical now?).
-
+export { CheckerNodeError, type CheckStateOptions, checkState, parseTableName, UncheckableTableError } from './state-check.ts';
+export {
+  FINDING_CLASSES,
+  type FindingClass,
+  formatStateReport,
+  type NodeState,
+  nodeLabel,
+  type StateFinding,
+  type StateReport,
+  stateReportToJson,
+  type TableStateReport,
+} from './report.ts';
+export { canonicalJson, canonicalValue, classify, effectiveState, isFinding, lwwWinner, underTombstone } from './compare-values.ts';
 // The history audit (did replication keep the LWW rules over a binlog window?).
 export { type AuditOptions, auditHistory, positionAtTime } from './audit.ts';
 export {
@@ -18,20 +30,7 @@ export {
   type AuditFinding,
   type AuditNodeSummary,
   type AuditReport,
-  type AuditWrite,
   auditReportToJson,
+  type AuditWrite,
   formatAuditReport,
 } from './audit-report.ts';
-export { canonicalJson, canonicalValue, classify, effectiveState, isFinding, lwwWinner, underTombstone } from './compare-values.ts';
-export {
-  FINDING_CLASSES,
-  type FindingClass,
-  formatStateReport,
-  type NodeState,
-  nodeLabel,
-  type StateFinding,
-  type StateReport,
-  stateReportToJson,
-  type TableStateReport,
-} from './report.ts';
-export { CheckerNodeError, type CheckStateOptions, checkState, parseTableName, UncheckableTableError } from './state-check.ts';

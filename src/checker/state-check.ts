@@ -8,12 +8,10 @@
 // is joined with its table on every node to find rows still shown under an equal or newer tombstone.
 // Each differing key is reported with its state on both sides (row, tombstone or absent), a class,
 // and the node LWW says should win.
-
+import { parseTableRef } from '../install/table-list.ts';
 import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { connect, redactUrl } from '../db/connection.ts';
 import { InvalidOptionsError, LwwError, UnknownTableError } from '../errors.ts';
-import { collectedBelow } from '../gc/state.ts';
-import { parseTableRef } from '../install/table-list.ts';
 import { tombstoneTableName } from '../model/names.ts';
 import type { TableMeta } from '../model/table.ts';
 import {
@@ -33,9 +31,10 @@ import {
 import { bindKeyValue } from '../sql/column-read.ts';
 import { type Logger, silentLogger } from '../writer/options.ts';
 import { loadTableMeta } from '../writer/table-metadata.ts';
+import { collectedBelow } from '../gc/state.ts';
 import { classify, compareKeys, effectiveState, isCollectedTombstone, isFinding, lwwWinner, type ValueColumn } from './compare-values.ts';
-import { type RegisteredTable, readRegisteredTables } from './registry.ts';
 import { emptyCounts, findingCount, type NodeState, nodeLabel, type StateFinding, type StateReport, type TableStateReport } from './report.ts';
+import { type RegisteredTable, readRegisteredTables } from './registry.ts';
 
 export interface CheckStateOptions {
   /** Connection URLs of the nodes, at least two; every node is compared with the first. */

@@ -2,11 +2,10 @@
 import { type ParseArgsConfig, parseArgs } from 'node:util';
 
 type Parsed<O extends Options> = ReturnType<typeof parseArgs<{ options: O & { help: { type: 'boolean'; short: 'h' } }; strict: true; allowPositionals: false }>>['values'];
-
 import { parseUrl, redactUrl } from '../db/connection.ts';
-import { Failpoints } from '../failpoints/failpoints.ts';
 import { parseTableRef } from '../install/table-list.ts';
 import { splitTableList } from './commands/table-flags.ts';
+import { Failpoints } from '../failpoints/failpoints.ts';
 import { EXIT_CODE_HELP, GLOBAL_HELP } from './exit-codes.ts';
 
 type Options = NonNullable<ParseArgsConfig['options']>;

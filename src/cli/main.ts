@@ -2,9 +2,9 @@
 // Add a command with one line in `commands` (its module exports `run(argv)`, returning the exit
 // code). Summaries live here so `--help` loads no command module (and no driver): it starts fast.
 import { readFileSync } from 'node:fs';
-import { redactSecrets } from '../db/url.ts';
-import { InvalidOptionsError } from '../errors.ts';
 import { describeError, EXIT, EXIT_CODE_HELP, exitCodeOf, GLOBAL_HELP } from './exit-codes.ts';
+import { InvalidOptionsError } from '../errors.ts';
+import { redactSecrets } from '../db/url.ts';
 
 interface CommandModule {
   run(argv: string[]): Promise<number>;

@@ -1,9 +1,8 @@
 // Opens mysql2 connections with the settings every part of the project relies on: exact numbers
 // (bigints and decimals as strings), dates as strings, UTC, FOUND_ROWS off (so affected-row counts
 // mean "changed"), timeouts on connect and on every query.
-
-import type { Connection, ConnectionOptions } from 'mysql2/promise';
 import mysql from 'mysql2/promise';
+import type { Connection, ConnectionOptions } from 'mysql2/promise';
 import { parseUrl, redactUrl } from './url.ts';
 
 export type Target = string | ConnectionOptions;

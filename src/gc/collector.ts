@@ -7,7 +7,6 @@
 import type { Connection, ResultSetHeader, RowDataPacket } from 'mysql2/promise';
 import { readRegisteredTables } from '../checker/registry.ts';
 import { connect, redactUrl } from '../db/connection.ts';
-import { isRetryable } from '../db/retry.ts';
 import { InvalidOptionsError, UnknownTableError } from '../errors.ts';
 import type { TableMeta } from '../model/table.ts';
 import { bindKeyValue, columnName, type TypedColumn } from '../sql/column-read.ts';
@@ -24,6 +23,7 @@ import {
 } from '../sql/gc.ts';
 import { TABLE_EXISTS_SQL } from '../sql/introspect.ts';
 import { type Logger, silentLogger } from '../writer/options.ts';
+import { isRetryable } from '../db/retry.ts';
 import { loadTableMeta } from '../writer/table-metadata.ts';
 import { computeHorizons, type DirectionProgress, type NodeObservation, streamSourceNodeId } from './horizon.ts';
 import { type CheckpointRow, observeNode } from './state.ts';

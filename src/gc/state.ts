@@ -2,9 +2,9 @@
 // reached), and what it already collected per table (gc_state). Thin I/O over src/sql/gc.ts; the
 // repair paths and the state check read the collected horizons through here too.
 import type { Connection, RowDataPacket } from 'mysql2/promise';
+import { readNodeIdSql } from '../sql/replicator.ts';
 import { readCheckpointsSql, readGcStateSql, readTableGcStateSql, SERVER_CLOCK_SQL } from '../sql/gc.ts';
 import { TABLE_EXISTS_SQL } from '../sql/introspect.ts';
-import { readNodeIdSql } from '../sql/replicator.ts';
 import { type NodeObservation, type StreamCheckpoint, streamSourceNodeId } from './horizon.ts';
 
 type Queryable = Pick<Connection, 'query'>;

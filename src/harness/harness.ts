@@ -2,27 +2,26 @@
 // through a replicator child process reached over TCP proxies, faults during the run; then a finish
 // mark on each side, the state check, the history audit, and a comparison with the state the
 // writers' acknowledged writes imply. Composes the other parts; decides nothing of its own.
-
+import type { RowDataPacket } from 'mysql2/promise';
 import { randomUUID } from 'node:crypto';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import type { RowDataPacket } from 'mysql2/promise';
 import { currentPosition } from '../capture/source.ts';
-import type { StateReport } from '../checker/report.ts';
 import { checkState } from '../checker/state-check.ts';
+import type { StateReport } from '../checker/report.ts';
 import { connect } from '../db/connection.ts';
-import { InvalidOptionsError } from '../errors.ts';
 import { install } from '../install/install.ts';
-import { type Engine, type RunningServer, startServers } from '../servers/index.ts';
+import { type RunningServer, startServers, type Engine } from '../servers/index.ts';
 import { createDatabaseSql, createMarksSql, dropDatabaseSql, readMarkSql, writeMarkSql } from '../sql/workload.ts';
 import type { Logger } from '../writer/options.ts';
 import { silentLogger } from '../writer/options.ts';
 import { compareWithExpected, type ExpectationMismatch } from './expected.ts';
+import { InvalidOptionsError } from '../errors.ts';
 import { type Fault, type FaultEffect, runFaults } from './faults.ts';
 import { type DirectionReport, type ReplicatorExit, ReplicatorExitError, ReplicatorProcess } from './replicator-process.ts';
-import { generatedShapes } from './schema-gen.ts';
-import { type GenericMismatch, genericMismatches, startGenericOracle } from './session-gen.ts';
 import { TcpProxy } from './tcp-proxy.ts';
 import { ClockSkew, expectedState, prepareWorkloadTables, runWriters, usesGeneratedSessions, type WorkloadOptions, type WriterStats, workloadTables } from './workload.ts';
+import { type GenericMismatch, genericMismatches, startGenericOracle } from './session-gen.ts';
+import { generatedShapes } from './schema-gen.ts';
 
 export type HarnessMode = 'lww' | 'replace';
 

@@ -11,7 +11,7 @@
 // candidate it did not change reads as some committed state (version and values), which the final
 // state must equal or exceed anyway; so "per key, the highest version seen" is the LWW winner.
 import type { Connection, ResultSetHeader, RowDataPacket } from 'mysql2/promise';
-import { connect } from '../db/connection.ts';
+import { loadTableMeta } from '../writer/table-metadata.ts';
 import {
   createGeneratedTableSql,
   deleteByKeysSql,
@@ -29,7 +29,7 @@ import {
   updateByKeysSql,
 } from '../sql/generated.ts';
 import { createDatabaseSql } from '../sql/workload.ts';
-import { loadTableMeta } from '../writer/table-metadata.ts';
+import { connect } from '../db/connection.ts';
 import { type Random, randomInt, seededRandom } from './random.ts';
 import { BINARY_COLLATION, type GenColumn, type GeneratedSchema, type GenTable, randomValue } from './schema-gen.ts';
 

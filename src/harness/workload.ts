@@ -4,12 +4,11 @@
 // expected final state: per key, the write with the highest version.
 import type { Connection, ResultSetHeader, RowDataPacket } from 'mysql2/promise';
 import { connect } from '../db/connection.ts';
-import { isConnectionLost, isRetryable } from '../db/retry.ts';
 import { tombstoneTableName } from '../model/names.ts';
-import { SET_ISOLATION_SQL } from '../sql/generated.ts';
 import { createDatabaseSql, createSbtestSql, insertSbtestRowsSql, RESET_TIMESTAMP_SQL, SET_TIMESTAMP_SQL, sbtest } from '../sql/workload.ts';
+import { isConnectionLost, isRetryable } from '../db/retry.ts';
 import { type Random, randomInt, seededRandom } from './random.ts';
-import { type GeneratedSchema, type GenTable, generateSchema } from './schema-gen.ts';
+import { generateSchema, type GeneratedSchema, type GenTable } from './schema-gen.ts';
 import {
   confirmSeenWrite,
   generatedTransaction,
@@ -20,6 +19,7 @@ import {
   type SessionContext,
   sbtestGenTables,
 } from './session-gen.ts';
+import { SET_ISOLATION_SQL } from '../sql/generated.ts';
 
 export type WorkloadKind = 'oltp_update_non_index' | 'oltp_write_only' | 'hot_keys';
 

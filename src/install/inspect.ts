@@ -3,8 +3,8 @@
 // Unlike loadTableMeta, this works before the version column exists.
 import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { UnknownTableError, UnsupportedTableError } from '../errors.ts';
-import { CASCADING_FOREIGN_KEYS_SQL } from '../sql/install.ts';
 import { COLUMNS_SQL, TABLE_EXISTS_SQL, UNIQUE_KEYS_SQL } from '../sql/introspect.ts';
+import { CASCADING_FOREIGN_KEYS_SQL } from '../sql/install.ts';
 
 export interface TableInspection {
   schema: string;

@@ -11,31 +11,31 @@ import { explainPrivilegeError } from '../db/privileges.ts';
 import { InstallRefusedError, InstallUndoneError, InvalidOptionsError, LwwError, NodeIdConflictError, UnsupportedTableError } from '../errors.ts';
 import { tombstoneTableName, triggerName } from '../model/names.ts';
 import { MAX_NODE_ID } from '../model/version.ts';
+import { COLUMNS_SQL, VERSION_SQL } from '../sql/introspect.ts';
 import {
   addVersionColumnSql,
+  hideVersionColumnSql,
+  supportsInvisibleColumns,
   backfillVersionSql,
   CASCADE_CHILDREN_SQL,
   countRegisteredTablesSql,
   dropSchemaSql,
   dropTableSql,
   dropVersionColumnSql,
-  hideVersionColumnSql,
   insertNodeIdSql,
   lockTableForWriteSql,
-  META_TABLE_EXISTS_SQL,
   markVersionColumnAddedSql,
+  META_TABLE_EXISTS_SQL,
   registerTableSql,
   SAVE_SESSION_SQL,
   SET_SESSION_SQL,
   selectNodeIdSql,
   selectRegisteredTablesSql,
   showCreateTriggerSql,
-  supportsInvisibleColumns,
   TABLE_TRIGGERS_SQL,
   UNLOCK_TABLES_SQL,
   unregisterTableSql,
 } from '../sql/install.ts';
-import { COLUMNS_SQL, VERSION_SQL } from '../sql/introspect.ts';
 import { quoteIdent } from '../sql/quote.ts';
 import { type CascadeChild, dropTriggerSql, TRIGGER_KINDS, type TriggerDefinition, triggerDefinitions } from '../sql/triggers.ts';
 import { type Logger, silentLogger } from '../writer/options.ts';

@@ -3,8 +3,8 @@
 import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { UnsupportedTableError } from '../errors.ts';
 import type { TableMeta } from '../model/table.ts';
-import { addCheckpointIdentityColumnsSql, addCheckpointSourceTimeSql, CHECKPOINT_IDENTITY_COLUMNS } from '../sql/checkpoint.ts';
 import { dropTableSql, enterApplySessionSql, modifyTombstoneColumnsSql } from '../sql/install.ts';
+import { addCheckpointIdentityColumnsSql, addCheckpointSourceTimeSql, CHECKPOINT_IDENTITY_COLUMNS } from '../sql/checkpoint.ts';
 import { COLUMNS_SQL, UNIQUE_KEYS_SQL } from '../sql/introspect.ts';
 import { columnDefinition, metaSchemaDdl, tombstoneTableDdl } from '../sql/templates.ts';
 

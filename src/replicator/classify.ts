@@ -3,9 +3,8 @@
 // a privilege, lost ownership, a binlog that is gone, data or capture that can never apply) fails
 // the direction, because restarting would only hide it in a loop. Unknown errors are permanent:
 // failing closed beats restarting forever.
-
-import { explainPrivilegeError } from '../db/privileges.ts';
 import { isRetryable, permanentServerError } from '../db/retry.ts';
+import { explainPrivilegeError } from '../db/privileges.ts';
 import {
   BinlogPositionError,
   CaptureError,

@@ -4,23 +4,22 @@
 // stream never moves past a transaction that failed). classify.ts decides: transient failures
 // restart with exponential backoff (capped, jittered); permanent ones fail the direction for good.
 // Ownership of the target's checkpoint is claimed once per Direction; restarts reuse the claim.
-
+import { backoffDelay } from '../db/retry.ts';
 import type { Connection } from 'mysql2/promise';
+import { startCapture, type BinlogCapture } from '../capture/reader.ts';
 import type { TableSelector } from '../capture/filter.ts';
-import { type BinlogCapture, startCapture } from '../capture/reader.ts';
 import { binlogLag, currentPosition } from '../capture/source.ts';
 import { connect, redactUrl } from '../db/connection.ts';
-import { backoffDelay } from '../db/retry.ts';
-import { DirectionFailedError } from '../errors.ts';
+import { checkSourceIdentity, readSourceIdentity, recordSourceIdentity } from './source-identity.ts';
 import { checkStreamHorizon } from '../gc/guard.ts';
 import { sourceClockMs } from '../gc/state.ts';
-import type { CopyReport } from '../sync/initial-copy.ts';
+import { DirectionFailedError } from '../errors.ts';
+import { type Classified, classifyFailure, failureMessage } from './classify.ts';
 import type { Logger, SinkOptionsInput } from '../writer/options.ts';
 import { createSink, type Sink } from '../writer/sink.ts';
 import { type SinkStats, sumStats } from '../writer/stats.ts';
-import { type Classified, classifyFailure, failureMessage } from './classify.ts';
 import { LagRecorder } from './lag.ts';
-import { checkSourceIdentity, readSourceIdentity, recordSourceIdentity } from './source-identity.ts';
+import type { CopyReport } from '../sync/initial-copy.ts';
 
 /** A run that streamed this long counts as healthy: the next failure starts the backoff over. */
 const STABLE_RUN_MS = 10_000;

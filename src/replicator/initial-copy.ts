@@ -1,8 +1,8 @@
 // Wires the initial copy (src/sync/initial-copy.ts) into a replication direction's first start.
 import { copyTables } from '../sync/initial-copy.ts';
 import type { Logger } from '../writer/options.ts';
-import type { Sink } from '../writer/sink.ts';
 import type { Direction } from './direction.ts';
+import type { Sink } from '../writer/sink.ts';
 
 export function initialCopyOf(options: { logger: Logger; chunkRows?: number }) {
   return async ({ sink, sourceId, direction }: { sink: Sink; sourceId: string; direction: Direction }): Promise<void> => {

@@ -5,18 +5,18 @@
 import type { RowDataPacket } from 'mysql2/promise';
 import type { TableSelector } from '../capture/filter.ts';
 import { connect, redactUrl } from '../db/connection.ts';
-import { retry } from '../db/retry.ts';
 import { LwwError } from '../errors.ts';
-import { type GcScheduleOptions, GcScheduler, type GcStatus } from '../gc/scheduler.ts';
+import { retry } from '../db/retry.ts';
+import { classifyFailure } from './classify.ts';
 import { checkAutoIncrementCollisions } from '../install/auto-increment.ts';
-import { formatTableRef, type TableRef } from '../install/table-list.ts';
 import { readNodeIdSql, registeredTablesSql, SCHEMA_EXISTS_SQL } from '../sql/replicator.ts';
 import type { Logger, SinkOptionsInput } from '../writer/options.ts';
 import { silentLogger } from '../writer/options.ts';
 import type { Sink } from '../writer/sink.ts';
-import { classifyFailure } from './classify.ts';
-import { Direction, type DirectionOptions, type DirectionStatus, type NodeRef } from './direction.ts';
+import { type GcScheduleOptions, GcScheduler, type GcStatus } from '../gc/scheduler.ts';
 import { initialCopyOf } from './initial-copy.ts';
+import { formatTableRef, type TableRef } from '../install/table-list.ts';
+import { Direction, type DirectionOptions, type DirectionStatus, type NodeRef } from './direction.ts';
 
 export class ReplicatorConfigError extends LwwError {}
 

@@ -7,8 +7,9 @@
 // history went back. The capture resumes by file and offset only, never by GTID, so a different
 // server is never resumed: the operator re-seeds.
 import type { Connection, RowDataPacket } from 'mysql2/promise';
-import { binlogBaseName, comparePositions, formatPosition, mariadbGtidContained, normalizeGtidSet, parsePosition } from '../capture/position.ts';
+import { binlogBaseName, comparePositions, mariadbGtidContained, normalizeGtidSet, parsePosition } from '../capture/position.ts';
 import { headPosition, serverVersion } from '../capture/source.ts';
+import { formatPosition } from '../capture/position.ts';
 import { SourceIdentityError } from '../errors.ts';
 import {
   MARIADB_SOURCE_IDENTITY_SQL,

@@ -1,8 +1,8 @@
 // External provider: servers someone else runs, named in LWW_SERVER_URLS (comma-separated
 // mysql:// URLs). They can be used but not halted, restarted or removed.
 import { ProviderUnavailableError, UnsupportedServerOperationError } from './errors.ts';
-import { identify, type ProbeTarget } from './probe.ts';
-import { type Engine, endpointOf, type RunningServer, type ServerEndpoint, type StartOptions } from './types.ts';
+import { type ProbeTarget, identify } from './probe.ts';
+import { type Engine, type RunningServer, type ServerEndpoint, type StartOptions, endpointOf } from './types.ts';
 
 /** Parses LWW_SERVER_URLS-style text into connection targets (defaults: port 3306, user root). */
 export function parseServerUrls(text: string): (ProbeTarget & { url: string })[] {

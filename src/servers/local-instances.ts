@@ -5,7 +5,7 @@
 // cannot clean up, so every provider start looks for instances whose owner is gone, stops their
 // server — only after checking /proc/<pid>/cmdline names that instance's data dir — and deletes them.
 import { readFileSync } from 'node:fs';
-import { mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';

@@ -16,11 +16,11 @@ import { startInParallel } from './parallel.ts';
 import { identify } from './probe.ts';
 import {
   type Engine,
-  endpointOf,
   type HaltOptions,
   type RunningServer,
   type ServerEndpoint,
   type StartOptions,
+  endpointOf,
 } from './types.ts';
 
 const HOST = '127.0.0.1';

@@ -3,8 +3,8 @@
 import { request } from 'node:http';
 import { ProviderUnavailableError } from './errors.ts';
 import { externalServers } from './external.ts';
-import { startLocalServers } from './local.ts';
 import { canRunLocally, installHint } from './local-binaries.ts';
+import { startLocalServers } from './local.ts';
 import type { Engine, ProviderName, RunningServer, StartOptions } from './types.ts';
 
 const PROVIDERS: readonly ProviderName[] = ['local', 'testcontainers', 'external'];

@@ -11,11 +11,11 @@ import { startInParallel } from './parallel.ts';
 import { identify } from './probe.ts';
 import {
   type Engine,
-  endpointOf,
   type HaltOptions,
   type RunningServer,
   type ServerEndpoint,
   type StartOptions,
+  endpointOf,
 } from './types.ts';
 
 const IMAGES: Record<Engine, string> = { mysql: 'mysql:9.7', mariadb: 'mariadb:10.11' };

@@ -2,9 +2,8 @@
 // text and its bound values. Collection reads candidates without locks in key order, then deletes
 // exactly those keys again under the horizon condition in a short transaction: a tombstone raised
 // meanwhile (above the horizon) stays, and no statement scans (and locks) more than its batch.
-
-import { exactSelectList, type ReadColumn } from './column-read.ts';
 import { afterKey, keyBoundParams, keysInClause, orderByKey, positiveLimit } from './copy.ts';
+import { exactSelectList, type ReadColumn } from './column-read.ts';
 import { quoteIdent, quoteTable } from './quote.ts';
 import { NOW_MICROS_SQL } from './triggers.ts';
 

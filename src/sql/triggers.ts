@@ -3,8 +3,8 @@
 // server holds with what it would create, and an operator reads exactly what runs.
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { APPLY_SECRET_TABLE, triggerName } from '../model/names.ts';
 import { MAX_NODE_ID } from '../model/version.ts';
+import { APPLY_SECRET_TABLE, triggerName } from '../model/names.ts';
 import { quoteIdent, quoteList, quoteTable } from './quote.ts';
 
 export type TriggerKind = 'bi' | 'ai' | 'bu' | 'au' | 'ad' | 'bd';

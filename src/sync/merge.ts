@@ -9,13 +9,13 @@
 // (repair.ts). Memory: one chunk in hand, plus whatever the sink queues (bounded by its
 // limits.maxQueueBytes, which makes this loop wait).
 import type { Connection } from 'mysql2/promise';
-import { HorizonCrossedError } from '../errors.ts';
 import type { RowChange } from '../model/change.ts';
-import type { TableMeta } from '../model/table.ts';
-import type { ReadColumn, TypedColumn } from '../sql/column-read.ts';
+import { HorizonCrossedError } from '../errors.ts';
 import type { Sink } from '../writer/sink.ts';
 import { afterRowsMerged, classifyRow, classifyTombstone, emptyMergeCounts, type MergeClass, type MergeCounts } from './plan.ts';
 import { approxRowBytes, type ChunkSource, encodeKey, type KeyValues, keyIdOf, lookupVersions, readChunks, rowsToRead } from './table-reader.ts';
+import type { TableMeta } from '../model/table.ts';
+import type { ReadColumn, TypedColumn } from '../sql/column-read.ts';
 
 export type MergeKind = 'rows' | 'tombstones';
 

@@ -1,12 +1,11 @@
 // Reads a table (or its tombstones) in primary-key chunks with bounded memory (one chunk in hand),
 // looks up the versions a peer holds for a chunk's keys, and names tables for the merge.
-
+import { parseTableSelectorText } from '../install/table-list.ts';
 import type { Connection, RowDataPacket } from 'mysql2/promise';
 import type { TableSelector } from '../capture/filter.ts';
-import { parseTableSelectorText } from '../install/table-list.ts';
 import { bindKeyValue, columnName, type ReadColumn } from '../sql/column-read.ts';
-import { countRowsSql, ESTIMATED_ROWS_SQL, keyBoundParams, lookupVersionsSql, rangeVersionsSql, selectChunkSql, TABLES_WITH_COLUMN_SQL } from '../sql/copy.ts';
 import { TABLE_EXISTS_SQL } from '../sql/introspect.ts';
+import { countRowsSql, ESTIMATED_ROWS_SQL, keyBoundParams, lookupVersionsSql, rangeVersionsSql, selectChunkSql, TABLES_WITH_COLUMN_SQL } from '../sql/copy.ts';
 
 export type KeyValues = unknown[];
 

@@ -2,16 +2,16 @@
 // packs them into target transactions bounded by rows, bytes and delay, and applies each batch
 // with its checkpoint in one transaction, retrying deadlocks and lost connections. A batch that
 // cannot be applied stops the sink: the stream never moves past it.
-import type { Connection, ConnectionOptions, RowDataPacket } from 'mysql2/promise';
-import { connect, type Target } from '../db/connection.ts';
-import { backoffDelay, isConnectionLost, isRetryable, serverMessage, sleep } from '../db/retry.ts';
+import type { Connection, RowDataPacket } from 'mysql2/promise';
+import type { ConnectionOptions } from 'mysql2/promise';
 import { ApplyError, InvalidChangeError, OwnershipLostError, SinkClosedError } from '../errors.ts';
+import { connect, type Target } from '../db/connection.ts';
 import { ensureMetaSchema, ensureTombstoneTable, enterApplySession } from '../install/provision.ts';
 import { parseSourceTransaction, type RowChange, type SourceTransactionInput } from '../model/change.ts';
-import { TypedJson } from '../model/json.ts';
 import type { TableMeta } from '../model/table.ts';
-import { tableKey } from '../model/table.ts';
+import { TypedJson } from '../model/json.ts';
 import { physicalMicrosOf } from '../model/version.ts';
+import { tableKey } from '../model/table.ts';
 import { claimCheckpointSql, readCheckpointSql } from '../sql/checkpoint.ts';
 import { type Dialect, dialectFromVersion } from '../sql/dialect.ts';
 import { VERSION_SQL } from '../sql/introspect.ts';
@@ -20,6 +20,7 @@ import { coalesce } from './coalesce.ts';
 import { dropUnmovedKeyDeletes, keyMovesToCheck } from './key-moves.ts';
 import { parseSinkOptions, type SinkOptions, type SinkOptionsInput } from './options.ts';
 import { type KeyOp, type PreparedTransaction, prepareTransaction } from './prepare.ts';
+import { backoffDelay, isConnectionLost, isRetryable, serverMessage, sleep } from '../db/retry.ts';
 import { emptyCounters, emptyStats, mergeBatch, type SinkStats, type TableCounters } from './stats.ts';
 import { loadTableMeta, TableMetadataCache } from './table-metadata.ts';
 import type { SqlValue } from './values.ts';

@@ -1,13 +1,13 @@
 import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
-import type { SchemaChange } from '../../src/capture/assembler.ts';
 import { type BinlogCapture, type CaptureHandler, type CaptureOptions, checkSourceSettings, currentPosition, startCapture } from '../../src/capture/index.ts';
 import { binlogLag } from '../../src/capture/source.ts';
 import { connect } from '../../src/db/connection.ts';
 import { BinlogPositionError, MissingTombstoneError, UnsafeSourceError, UnsafeSourceSettingError } from '../../src/errors.ts';
-import { createSink } from '../../src/index.ts';
+import type { SchemaChange } from '../../src/capture/assembler.ts';
 import type { SourceTransaction } from '../../src/model/change.ts';
 import { TypedJson } from '../../src/model/json.ts';
+import { createSink } from '../../src/index.ts';
 import { quoteIdent, quoteTable } from '../../src/sql/quote.ts';
 import { loadTableMeta } from '../../src/writer/table-metadata.ts';
 import { toSqlValue } from '../../src/writer/values.ts';

@@ -9,10 +9,10 @@ import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { checkState } from '../../src/checker/index.ts';
 import { connect } from '../../src/db/connection.ts';
-import { type Random, randomInt, seededRandom, shuffle } from '../../src/harness/random.ts';
 import { ensureMetaSchema } from '../../src/install/provision.ts';
 import { enterApplySessionSql } from '../../src/sql/install.ts';
 import { quoteIdent, quoteTable } from '../../src/sql/quote.ts';
+import { type Random, randomInt, seededRandom, shuffle } from '../../src/harness/random.ts';
 import { freshDatabase } from '../helpers/db.ts';
 import { describeEachEngine } from '../helpers/engines.ts';
 

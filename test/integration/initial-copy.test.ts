@@ -6,11 +6,11 @@ import { afterEach, expect, it } from 'vitest';
 import { checkState } from '../../src/checker/index.ts';
 import { connect } from '../../src/db/connection.ts';
 import { Replicator } from '../../src/replicator/replicator.ts';
-import { enterApplySessionSql } from '../../src/sql/install.ts';
 import { createSink } from '../../src/writer/sink.ts';
 import { type CliProcess, spawnCli } from '../helpers/cli-process.ts';
 import { describeEachEngine } from '../helpers/engines.ts';
 import { eventually, setupNodes } from '../helpers/replication.ts';
+import { enterApplySessionSql } from '../../src/sql/install.ts';
 
 /** Rows on A and on B (the brief's 200,000 / 100,000; LWW_COPY_ROWS scales both, e.g. 20000 for a quick run). */
 const ROWS_A = Number(process.env.LWW_COPY_ROWS ?? 200_000);

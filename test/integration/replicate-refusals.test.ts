@@ -4,10 +4,10 @@ import type { RowDataPacket } from 'mysql2/promise';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { connect } from '../../src/db/connection.ts';
 import { parseUrl } from '../../src/db/url.ts';
-import { serveOps } from '../../src/replicator/metrics.ts';
-import { type RunningServer, startServers } from '../../src/servers/index.ts';
+import { startServers, type RunningServer } from '../../src/servers/index.ts';
 import { type CliProcess, spawnCli } from '../helpers/cli-process.ts';
 import { describeEachEngine } from '../helpers/engines.ts';
+import { serveOps } from '../../src/replicator/metrics.ts';
 import { converged, eventually, setupNodes, startReplicator } from '../helpers/replication.ts';
 
 const STOP_WITHIN_MS = 60_000;

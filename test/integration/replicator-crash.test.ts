@@ -1,7 +1,7 @@
 import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { afterEach, expect, it } from 'vitest';
 import { connect } from '../../src/db/connection.ts';
-import { type CliProcess, spawnCli } from '../helpers/cli-process.ts';
+import { spawnCli, type CliProcess } from '../helpers/cli-process.ts';
 import { describeEachEngine } from '../helpers/engines.ts';
 import { converged, eventually, setupNodes } from '../helpers/replication.ts';
 

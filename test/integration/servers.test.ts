@@ -9,17 +9,17 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import mysql from 'mysql2/promise';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CLI_NODE_ARGS } from '../../src/harness/replicator-process.ts';
 import {
   type Engine,
-  instancesRoot,
-  isProcessRunning,
   LocalServer,
   PortInUseError,
   ServerStartError,
+  instancesRoot,
+  isProcessRunning,
   startServers,
 } from '../../src/servers/index.ts';
 import { describeEachEngine } from '../helpers/engines.ts';
+import { CLI_NODE_ARGS } from '../../src/harness/replicator-process.ts';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
 

@@ -7,12 +7,12 @@
 import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { connect } from '../../src/db/connection.ts';
-import { type Random, randomInt, seededRandom, shuffle } from '../../src/harness/random.ts';
+import { randomInt, type Random, seededRandom, shuffle } from '../../src/harness/random.ts';
 import { createSink, type SourceTransactionInput } from '../../src/index.ts';
 import { tombstoneTableName } from '../../src/model/names.ts';
 import { quoteIdent, quoteTable } from '../../src/sql/quote.ts';
-import { freshDatabase } from '../helpers/db.ts';
 import { describeEachEngine } from '../helpers/engines.ts';
+import { freshDatabase } from '../helpers/db.ts';
 
 type Change = SourceTransactionInput['changes'][number];
 

@@ -4,11 +4,11 @@ import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { afterEach, expect, it } from 'vitest';
 import { checkState } from '../../src/checker/index.ts';
 import { Replicator } from '../../src/replicator/replicator.ts';
-import { enterApplySessionSql } from '../../src/sql/install.ts';
 import { type SyncReport, syncNodes } from '../../src/sync/repair.ts';
 import { spawnCli } from '../helpers/cli-process.ts';
 import { describeEachEngine } from '../helpers/engines.ts';
 import { setupNodes } from '../helpers/replication.ts';
+import { enterApplySessionSql } from '../../src/sql/install.ts';
 
 const DB = 'repair';
 const DDL = [

@@ -10,8 +10,8 @@ import { createSink } from '../../src/index.ts';
 import { install } from '../../src/install/install.ts';
 import { makeVersion } from '../../src/model/version.ts';
 import { enterApplySessionSql } from '../../src/sql/install.ts';
-import { freshDatabase } from '../helpers/db.ts';
 import { describeEachEngine } from '../helpers/engines.ts';
+import { freshDatabase } from '../helpers/db.ts';
 
 const DB = 'conc';
 const TOMB = `lww_meta.tomb__${DB}__t`;

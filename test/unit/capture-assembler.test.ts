@@ -2,9 +2,9 @@ import { describe, expect, it } from 'vitest';
 import { type AssembledItem, type CaptureEvent, TransactionAssembler } from '../../src/capture/assembler.ts';
 import { tableFilter } from '../../src/capture/filter.ts';
 import { decimalText, formatDouble, mysqlJsonToText, mysqlJsonValue } from '../../src/capture/mysql-json.ts';
+import { TypedJson } from '../../src/model/json.ts';
 import { normalizeRow } from '../../src/capture/values.ts';
 import { CaptureRefusedError, MissingTombstoneError, UnsupportedTableError } from '../../src/errors.ts';
-import { TypedJson } from '../../src/model/json.ts';
 
 const V1 = '1844674407370955161'; // above 2^53: zongji hands it over as a decimal string
 

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import {
-  checksumTermSql,
   chunkBoundarySql,
   chunkChecksumSql,
   chunkRowsSql,
+  checksumTermSql,
   coveredRowsSql,
   fractionDigits,
   keyPlaceholder,

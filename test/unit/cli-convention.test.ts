@@ -1,16 +1,16 @@
 // One CLI convention: --version, the exit-code table applied by every command, flags and config
 // checked before anything starts (no server is needed for any of these).
 import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { applyConfig, splitNodeList } from '../../src/cli/config.ts';
 import { parseWorkloadFlags, workloadFlagOptions } from '../../src/cli/workload-flags.ts';
 import { CLI_NODE_ARGS, ReplicatorProcess } from '../../src/harness/replicator-process.ts';
+import { parseArgs } from 'node:util';
 
 function cli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { seededRandom } from '../../src/harness/random.ts';
 import { generatedShapes, generateSchema, randomValue } from '../../src/harness/schema-gen.ts';
+import { seededRandom } from '../../src/harness/random.ts';
 import { createGeneratedTableSql } from '../../src/sql/generated.ts';
 
 describe('generated schemas', () => {

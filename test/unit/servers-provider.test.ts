@@ -7,13 +7,13 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { uniqueServerId } from '../../src/servers/allocation.ts';
 import {
+  ProviderUnavailableError,
+  type RunningServer,
   dockerAnswers,
   engineFromVersion,
   instancesRoot,
   isProcessRunning,
-  ProviderUnavailableError,
   parseServerUrls,
-  type RunningServer,
   reapStaleInstances,
   selectProvider,
 } from '../../src/servers/index.ts';

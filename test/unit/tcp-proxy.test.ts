@@ -1,4 +1,4 @@
-import { connect, createServer, type Server } from 'node:net';
+import { createServer, type Server, connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TcpProxy } from '../../src/harness/tcp-proxy.ts';
 

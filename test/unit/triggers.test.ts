@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { lockTombstone, type TriggerTarget, triggerDefinitions } from '../../src/sql/triggers.ts';
+import { lockTombstone, triggerDefinitions, type TriggerTarget } from '../../src/sql/triggers.ts';
 
 const items: TriggerTarget = {
   schema: 'shop',

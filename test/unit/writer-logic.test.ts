@@ -1,8 +1,8 @@
+import { TypedJson } from '../../src/model/json.ts';
 import { describe, expect, it } from 'vitest';
 import { InvalidChangeError } from '../../src/errors.ts';
 import { Failpoints, parseFailpointSpec, parseTerms } from '../../src/failpoints/failpoints.ts';
 import { parseSourceTransaction } from '../../src/model/change.ts';
-import { TypedJson } from '../../src/model/json.ts';
 import { tombstoneTableName } from '../../src/model/names.ts';
 import type { TableMeta } from '../../src/model/table.ts';
 import { MAX_VERSION, makeVersion, nextVersion, nodeIdOf, parseVersion } from '../../src/model/version.ts';

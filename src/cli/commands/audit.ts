@@ -1,8 +1,8 @@
 // `lww-sink audit`: the history audit over a binlog window of two or more nodes. Exit 0 no finding,
 // 1 findings, else the common table (2 usage, 3 connection, 4 the audit could not run).
 import { auditHistory, auditReportToJson, formatAuditReport } from '../../checker/index.ts';
-import { integerFlag, nodeProblems, parseCommandArgs, tableListFlag, tableListProblems, usageProblems } from '../args.ts';
 import { describeError, exitCodeOf } from '../exit-codes.ts';
+import { integerFlag, nodeProblems, parseCommandArgs, tableListFlag, tableListProblems, usageProblems } from '../args.ts';
 
 export const summary = 'check from the binlogs that replication kept the LWW rules over a window (history audit)';
 

@@ -1,9 +1,9 @@
 // lww-sink compare: the same seeded workload (same faults) with LWW and with REPLACE, side by side.
 import { writeFileSync } from 'node:fs';
 import { harnessAudit } from '../../harness/audit-step.ts';
-import { compareModes, comparisonMarkdown, formatComparison } from '../../harness/compare.ts';
-import { parseCommandArgs } from '../args.ts';
+import { comparisonMarkdown, compareModes, formatComparison } from '../../harness/compare.ts';
 import { consoleLogger, toJson } from '../logger.ts';
+import { parseCommandArgs } from '../args.ts';
 import { WORKLOAD_HELP, workloadFlagOptions, workloadFlagsOrProblem } from '../workload-flags.ts';
 
 export const summary = 'run the same workload with LWW and with REPLACE INTO and show what each did to the data';

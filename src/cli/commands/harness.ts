@@ -1,9 +1,9 @@
 // lww-sink harness: one bidirectional run with writers on both nodes, faults, and the checks.
 import { harnessAudit } from '../../harness/audit-step.ts';
-import { type HarnessResult, runHarness } from '../../harness/harness.ts';
+import { runHarness, type HarnessResult } from '../../harness/harness.ts';
 import { ReplicatorExitError } from '../../harness/replicator-process.ts';
-import { parseCommandArgs, usageProblems } from '../args.ts';
 import { consoleLogger, toJson } from '../logger.ts';
+import { parseCommandArgs, usageProblems } from '../args.ts';
 import { WORKLOAD_HELP, workloadFlagOptions, workloadFlagsOrProblem } from '../workload-flags.ts';
 
 export const summary = 'run writers on two fresh servers with replication both ways, inject faults, then check convergence';

@@ -1,10 +1,10 @@
 // lww-sink replicate --node URL --node URL [--tables db.t,...|--schema db] [--json] [--metrics-addr [host:]port]
 import { redactSecrets } from '../../db/url.ts';
 import { Failpoints } from '../../failpoints/failpoints.ts';
-import { DEFAULT_GC_INTERVAL_MS } from '../../gc/scheduler.ts';
 import { initialCopyOf } from '../../replicator/initial-copy.ts';
 import { type OpsServer, parseListenAddress, serveOps, statusDocument } from '../../replicator/metrics.ts';
 import { Replicator, type ReplicatorStatus } from '../../replicator/replicator.ts';
+import { DEFAULT_GC_INTERVAL_MS } from '../../gc/scheduler.ts';
 import { durationFlag, failpointsFlag, integerFlag, nodeProblems, parseCommandArgs, renamedFlag, tableListFlag, tableListProblems, usageProblems } from '../args.ts';
 import { describeError, EXIT, exitCodeOf } from '../exit-codes.ts';
 import { consoleLogger, toJson } from '../logger.ts';

@@ -8,12 +8,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import {
   type Engine,
+  type ServerEndpoint,
   endpointOf,
   isProcessRunning,
   isProviderName,
   processStartTime,
   reapStaleInstances,
-  type ServerEndpoint,
   startServers,
 } from '../../servers/index.ts';
 

@@ -1,10 +1,10 @@
 // `lww-sink sync`: one-shot full-table LWW merge between nodes (repair). Exit 0 done (or dry run
 // done), else the common table (4: failed part-way; what committed stays: every write is an LWW merge).
 import { parseTableSelectorText } from '../../install/table-list.ts';
-import { formatSyncReport, type SyncProgress, syncNodes, syncReportToJson } from '../../sync/repair.ts';
 import { parseCommandArgs, tableListFlag, urlProblem } from '../args.ts';
 import { describeError, exitCodeOf } from '../exit-codes.ts';
 import { announceInterrupt } from '../interrupt.ts';
+import { formatSyncReport, type SyncProgress, syncNodes, syncReportToJson } from '../../sync/repair.ts';
 
 export const summary = 'merge tables between nodes with last-write-wins, both ways (repair; --dry-run counts)';
 
