@@ -36,7 +36,8 @@ export const WORKLOAD_HELP = `  --engine mysql|mariadb        servers to start (
   --key-skew X                  1 = uniform, larger = more weight on low ids (default 1)
   --fault TERM                  repeatable: kill@20s | net:n1@30s/10s~30s | restart:n2@45s/3s | skew:n1@0s=-5s;
                                 net takes :drop (FIN), :reset (RST) or :blackhole (silent until healed), restart
-                                :clean (SIGTERM) or :abrupt (SIGKILL, crash recovery); without one they alternate
+                                :clean (SIGTERM) or :abrupt (SIGKILL, crash recovery); without one they alternate;
+                                net:n1:writers@30s/5s cuts the writers' connections to n1 instead of the replicator's
   --all-faults                  one of each kind, spread over the run (seed scenario: 10 s loss every 30 s)
   --json                        machine-readable result on stdout
   --isolation LEVEL             writers' isolation: read-committed | repeatable-read | mixed (default repeatable-read)

@@ -3,6 +3,8 @@
 //   net:n1@30s/10s~30s        cut the network between replicator and node n1 at 30 s for 10 s, every 30 s
 //   net:n1@30s/25s:blackhole  … in one mode: drop (FIN), reset (RST) or blackhole (no FIN, no RST, no byte
 //                             through until healed; held connections then resume, as TCP retransmits)
+//   net:n1:writers@30s/5s     cut the writers' connections to n1 instead (a COMMIT in flight then has an
+//                             unknown outcome, decided by its marker); net:n1:replicator@… is the default
 //   restart:n2@45s/3s         stop node n2's server at 45 s, start it 3 s later (or once it has stopped, if later)
 //   restart:n2@45s/3s:abrupt  … in one mode: clean (SIGTERM shutdown) or abrupt (SIGKILL, crash recovery)
 //   skew:n1@0s=-5s            n1's writers' clocks run 5 s behind from 0 s on
@@ -15,6 +17,8 @@ export type FaultKind = 'kill' | 'net' | 'restart' | 'skew';
 export type NetMode = 'drop' | 'reset' | 'blackhole';
 export type RestartMode = 'clean' | 'abrupt';
 export type FaultMode = NetMode | RestartMode;
+/** Whose connections to the node a net fault cuts. */
+export type NetTarget = 'replicator' | 'writers';
 
 export const NET_MODES: readonly NetMode[] = ['drop', 'reset', 'blackhole'];
 export const RESTART_MODES: readonly RestartMode[] = ['clean', 'abrupt'];
@@ -28,6 +32,8 @@ export interface Fault {
   skewMs?: number;
   /** net and restart: one mode for every occurrence; absent, occurrences alternate (see the header). */
   mode?: FaultMode;
+  /** net: whose connections (default the replicator's). */
+  target?: NetTarget;
 }
 
 /** What one occurrence of a fault did, as measured (not as scheduled). */
@@ -35,6 +41,7 @@ export interface FaultEffect {
   kind: FaultKind;
   node?: string;
   mode?: FaultMode;
+  target?: NetTarget;
   /** When it took effect, ms from the run's start. */
   atMs: number;
   /**
@@ -61,19 +68,26 @@ export function parseDuration(text: string): number {
   return neg ? -n : n;
 }
 
-const FAULT = /^(kill|net|restart|skew)(?::([A-Za-z0-9_-]+))?@([^/~=:]+)(?:\/([^~=:]+))?(?:~([^=:]+))?(?:=([^:]+))?(?::([a-z]+))?$/;
+const FAULT = /^(kill|net|restart|skew)(?::([A-Za-z0-9_-]+(?::writers|:replicator)?))?@([^/~=:]+)(?:\/([^~=:]+))?(?:~([^=:]+))?(?:=([^:]+))?(?::([a-z]+))?$/;
 
 /** Parses one fault term (see the header); throws naming what is wrong. */
 export function parseFault(text: string): Fault {
   const m = FAULT.exec(text.trim());
   if (!m) {
     throw new InvalidOptionsError(
-      `cannot parse fault "${text}" (e.g. kill@20s, net:n1@30s/10s~30s, net:n1@30s/10s:blackhole, restart:n2@45s/3s:abrupt, skew:n1@0s=-5s)`,
+      `cannot parse fault "${text}" (e.g. kill@20s, net:n1@30s/10s~30s, net:n1@30s/10s:blackhole, net:n1:writers@30s/5s, restart:n2@45s/3s:abrupt, skew:n1@0s=-5s)`,
     );
   }
   const kind = m[1] as FaultKind;
   const fault: Fault = { kind, atMs: parseDuration(m[3]!), durationMs: m[4] ? parseDuration(m[4]) : kind === 'kill' ? 1000 : kind === 'skew' ? Number.POSITIVE_INFINITY : 5000 };
-  if (m[2]) fault.node = m[2];
+  if (m[2]) {
+    const [node, target] = m[2].split(':');
+    fault.node = node!;
+    if (target) {
+      if (kind !== 'net') throw new InvalidOptionsError(`fault "${text}": only a net fault takes a target (writers or replicator)`);
+      fault.target = target as NetTarget;
+    }
+  }
   if (m[5]) fault.everyMs = parseDuration(m[5]);
   if (kind === 'skew') {
     if (!m[6]) throw new InvalidOptionsError(`fault "${text}": a clock skew needs =<offset>, e.g. skew:n1@0s=-5s`);
@@ -114,8 +128,8 @@ export interface FaultActions {
   killReplicator(): Promise<boolean>;
   restartReplicator(): Promise<void>;
   /** The number of connections the cut broke or froze. */
-  cutNetwork(node: string, mode: NetMode): number;
-  healNetwork(node: string): void;
+  cutNetwork(node: string, mode: NetMode, target: NetTarget): number;
+  healNetwork(node: string, target: NetTarget): void;
   stopServer(node: string, mode: RestartMode): Promise<void>;
   startServer(node: string): Promise<void>;
   setSkew(node: string, ms: number): void;
@@ -156,7 +170,7 @@ export async function runFaults(
           const node = f.node ?? '';
           const mode = modeOf(f, index);
           const begin = now();
-          const effect: FaultEffect = { kind: f.kind, ...(f.node ? { node } : {}), ...(mode ? { mode } : {}), atMs: begin, downtimeMs: 0, tookEffect: true };
+          const effect: FaultEffect = { kind: f.kind, ...(f.node ? { node } : {}), ...(mode ? { mode } : {}), ...(f.target ? { target: f.target } : {}), atMs: begin, downtimeMs: 0, tookEffect: true };
           effects.push(effect);
           switch (f.kind) {
             case 'kill':
@@ -170,10 +184,10 @@ export async function runFaults(
               await actions.restartReplicator();
               break;
             case 'net':
-              actions.log(`fault: network loss (${mode}) to ${node} at ${begin}ms for ${f.durationMs}ms`);
-              effect.connections = actions.cutNetwork(node, mode as NetMode);
+              actions.log(`fault: network loss (${mode}) to ${node}${f.target === 'writers' ? "'s writers" : ''} at ${begin}ms for ${f.durationMs}ms`);
+              effect.connections = actions.cutNetwork(node, mode as NetMode, f.target ?? 'replicator');
               await at(begin + f.durationMs);
-              actions.healNetwork(node);
+              actions.healNetwork(node, f.target ?? 'replicator');
               break;
             case 'restart': {
               actions.log(`fault: server ${node} stopped (${mode}) at ${begin}ms for ${f.durationMs}ms`);

@@ -1,27 +1,31 @@
 // The bidirectional harness: two real servers, concurrent writers on both, replication both ways
-// through a replicator child process reached over TCP proxies, faults during the run; then a finish
+// through a replicator child process reached over TCP proxies (the writers reach their node through
+// proxies of their own, so faults can cut either), faults during the run; then a finish
 // mark on each side, the state check, the history audit, and a comparison with the state the
-// writers' acknowledged writes imply. Composes the other parts; decides nothing of its own.
-import type { RowDataPacket } from 'mysql2/promise';
+// writers' acknowledged writes imply (commits with an unknown outcome decided by their markers; one
+// left undecided fails the run). Composes the other parts; decides nothing of its own.
+
 import { randomUUID } from 'node:crypto';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
+import type { RowDataPacket } from 'mysql2/promise';
 import { currentPosition } from '../capture/source.ts';
-import { checkState } from '../checker/state-check.ts';
 import type { StateReport } from '../checker/report.ts';
+import { checkState } from '../checker/state-check.ts';
 import { connect } from '../db/connection.ts';
+import { InvalidOptionsError } from '../errors.ts';
 import { install } from '../install/install.ts';
-import { type RunningServer, startServers, type Engine } from '../servers/index.ts';
+import { type Engine, type RunningServer, startServers } from '../servers/index.ts';
 import { createDatabaseSql, createMarksSql, dropDatabaseSql, readMarkSql, writeMarkSql } from '../sql/workload.ts';
 import type { Logger } from '../writer/options.ts';
 import { silentLogger } from '../writer/options.ts';
 import { compareWithExpected, type ExpectationMismatch } from './expected.ts';
-import { InvalidOptionsError } from '../errors.ts';
 import { type Fault, type FaultEffect, runFaults } from './faults.ts';
+import { addTallies, type OutcomeTally } from './outcomes.ts';
 import { type DirectionReport, type ReplicatorExit, ReplicatorExitError, ReplicatorProcess } from './replicator-process.ts';
-import { TcpProxy } from './tcp-proxy.ts';
-import { ClockSkew, expectedState, prepareWorkloadTables, runWriters, usesGeneratedSessions, type WorkloadOptions, type WriterStats, workloadTables } from './workload.ts';
-import { type GenericMismatch, genericMismatches, startGenericOracle } from './session-gen.ts';
 import { generatedShapes } from './schema-gen.ts';
+import { type GenericMismatch, genericMismatches, startGenericOracle } from './session-gen.ts';
+import { TcpProxy } from './tcp-proxy.ts';
+import { ClockSkew, expectedState, HARNESS_SCHEMA, prepareWorkloadTables, runWriters, usesGeneratedSessions, type WorkloadOptions, type WriterStats, workloadTables } from './workload.ts';
 
 export type HarnessMode = 'lww' | 'replace';
 
@@ -79,11 +83,33 @@ export interface HarnessResult {
   divergedKeys: number;
   expectationMismatches: Array<ExpectationMismatch | GenericMismatch>;
   audit?: AuditSummary;
+  /**
+   * Writer commits whose reply never came (lost connection, failed COMMIT), decided by their markers:
+   * committed (their writes are in the expected state), not committed, or unresolved (fails the run).
+   */
+  unknownOutcomes: OutcomeTally;
   /** Generated schemas and sessions: which shapes ran and how often (tables, key types, statements, transactions). */
   shapes?: Record<string, number>;
 }
 
-const MARK_SCHEMA = 'harness';
+const MARK_SCHEMA = HARNESS_SCHEMA;
+
+/** Why a run failed, one reason a line; empty when it passed (converged, as expected, no audit finding, every outcome decided). */
+export function failureReasons(r: HarnessResult): string[] {
+  const out: string[] = [];
+  if (!r.converged) out.push(`the nodes did not converge (${r.divergedKeys} diverged keys)`);
+  const keys = new Set(r.expectationMismatches.map((m) => m.key)).size;
+  if (keys > 0) out.push(`${keys} keys differ from the state the writers' committed transactions imply`);
+  if ((r.audit?.findings ?? 0) > 0) out.push(`the history audit found ${r.audit!.findings} findings`);
+  const u = r.unknownOutcomes.unresolved;
+  if (u.length > 0) {
+    out.push(
+      `${u.length} writer commits with an unknown outcome stayed unresolved (their markers could not be read), so the expected state is not known: ` +
+        u.slice(0, 3).map((o) => `${o.node} marker ${o.marker} (${o.writes} writes; COMMIT: ${o.error}; last look: ${o.lastCheck})`).join('; ') + (u.length > 3 ? '; …' : ''),
+    );
+  }
+  return out;
+}
 
 interface DirectionTotals {
   inserted: number;
@@ -112,6 +138,7 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
   const owned = !o.servers;
   const names = servers.map((_, i) => `n${i + 1}`);
   const proxies = servers.map((s) => new TcpProxy(s.host, s.port));
+  const writerProxies = servers.map((s) => new TcpProxy(s.host, s.port));
   for (const f of o.faults ?? []) {
     if (f.node !== undefined && !names.includes(f.node)) throw new InvalidOptionsError(`fault ${f.kind}:${f.node}: no such node (nodes: ${names.join(', ')})`);
   }
@@ -141,7 +168,7 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
       from.push(await currentPosition(c));
       await c.end();
     }
-    for (const p of proxies) await p.start();
+    for (const p of [...proxies, ...writerProxies]) await p.start();
     const failpoints = [mode === 'replace' ? 'mysqlSinkBypassLWW=return(true)' : '', o.failpoints ?? ''].filter(Boolean).join(';');
     const accumulated: DirectionTotals[] = [];
     replicator = new ReplicatorProcess({
@@ -173,7 +200,7 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
     loopDelay.enable();
     started = Date.now();
     log.info(`harness[${mode}]: ${wl.kind} for ${wl.durationMs / 1000}s, ${wl.threads} writers per node, seed ${wl.seed}, faults: ${(o.faults ?? []).length}`);
-    const writers = Promise.all(servers.map((s, i) => runWriters({ name: names[i]!, url: s.url }, wl, control)));
+    const writers = Promise.all(servers.map((s, i) => runWriters({ name: names[i]!, url: writerProxies[i]!.rewrite(s.url) }, wl, control)));
     const abort = new AbortController();
     const faults = runFaults(
       o.faults ?? [],
@@ -185,8 +212,8 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
           return replicator!.kill();
         },
         restartReplicator: async () => replicator!.start(),
-        cutNetwork: (node, how) => proxies[names.indexOf(node)]!.cut(how),
-        healNetwork: (node) => proxies[names.indexOf(node)]!.restore(),
+        cutNetwork: (node, how, target) => (target === 'writers' ? writerProxies : proxies)[names.indexOf(node)]!.cut(how),
+        healNetwork: (node, target) => (target === 'writers' ? writerProxies : proxies)[names.indexOf(node)]!.restore(),
         stopServer: async (node, how) => servers[names.indexOf(node)]!.halt({ abrupt: how === 'abrupt' }),
         startServer: async (node) => servers[names.indexOf(node)]!.start(),
         setSkew: (node, ms) => skew.set(node, ms),
@@ -303,12 +330,13 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
       state,
       divergedKeys: state.totals.findings,
       expectationMismatches: mismatches,
+      unknownOutcomes: addTallies(results.map((r) => r.outcomes)),
       audit,
       ...(oracle ? { shapes: generatedShapes(wl.schemaGen, results.map((r) => r.shapes), { hotKeys: wl.hotKeys }) } : {}),
     };
   } finally {
     await replicator?.stop().catch(() => undefined);
-    for (const p of proxies) await p.stop();
+    for (const p of [...proxies, ...writerProxies]) await p.stop();
     if (owned) await Promise.all(servers.map((s) => s.destroy()));
   }
 }

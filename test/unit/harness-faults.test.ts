@@ -8,11 +8,11 @@ function recorder(log: string[], over: Partial<FaultActions> = {}): FaultActions
       return true;
     },
     restartReplicator: async () => void log.push('restart'),
-    cutNetwork: (node, mode) => {
-      log.push(`cut ${node} ${mode}`);
+    cutNetwork: (node, mode, target) => {
+      log.push(`cut ${node} ${mode}${target === 'writers' ? ' writers' : ''}`);
       return 2;
     },
-    healNetwork: (node) => void log.push(`heal ${node}`),
+    healNetwork: (node, target) => void log.push(`heal ${node}${target === 'writers' ? ' writers' : ''}`),
     stopServer: async (node, mode) => void log.push(`stop ${node} ${mode}`),
     startServer: async (node) => void log.push(`start ${node}`),
     setSkew: (node, ms) => void log.push(`skew ${node} ${ms}`),
@@ -36,6 +36,14 @@ describe('fault terms', () => {
     expect(parseFault('restart:n2@45s/3s:abrupt')).toMatchObject({ kind: 'restart', node: 'n2', durationMs: 3000, mode: 'abrupt' });
     expect(parseFault('restart:n2@45s/3s:clean').mode).toBe('clean');
     expect(parseFault('net:n1@30s/10s').mode).toBeUndefined();
+  });
+  it("a net fault may cut the writers' connections instead of the replicator's", () => {
+    expect(parseFault('net:n1:writers@30s/5s')).toEqual({ kind: 'net', node: 'n1', target: 'writers', atMs: 30_000, durationMs: 5000 });
+    expect(parseFault('net:n2:writers@1s/2s~5s:blackhole')).toEqual({ kind: 'net', node: 'n2', target: 'writers', atMs: 1000, durationMs: 2000, everyMs: 5000, mode: 'blackhole' });
+    expect(parseFault('net:n1:replicator@1s').target).toBe('replicator');
+    expect(parseFault('net:n1@1s').target).toBeUndefined();
+    expect(() => parseFault('restart:n1:writers@1s/2s')).toThrow(/only a net fault takes a target/);
+    expect(() => parseFault('net:n1:clients@1s')).toThrow(/cannot parse fault/);
   });
   it('explain what is wrong', () => {
     expect(() => parseFault('explode@1s')).toThrow(/cannot parse fault/);
@@ -79,6 +87,12 @@ describe('fault terms', () => {
     }
     expect(effects[0]).toMatchObject({ node: 'n1', connections: 2 });
     expect(effects[1]!.stopMs).toBeGreaterThanOrEqual(0);
+  });
+  it('cuts and heals the proxies of the target it names, and reports the target', async () => {
+    const log: string[] = [];
+    const effects = await runFaults([parseFault('net:n1:writers@0ms/10ms:reset'), parseFault('net:n2@20ms/10ms:drop')], 100, recorder(log));
+    expect(log).toEqual(['cut n1 reset writers', 'heal n1 writers', 'cut n2 drop', 'heal n2']);
+    expect(effects.map((e) => e.target)).toEqual(['writers', undefined]);
   });
   it('measures downtime as it was, not as scheduled: a slow stop lengthens a restart', async () => {
     const effects = await runFaults([parseFault('restart:n2@0ms/10ms')], 100, recorder([], { stopServer: () => new Promise((r) => setTimeout(r, 60)) }));
