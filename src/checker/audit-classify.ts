@@ -91,7 +91,8 @@ export type Classification = Pick<AuditReport, 'counts' | 'lwwSkipped' | 'delive
  * spelling of a collated key in the same statement), and the delete of exactly that row (each before
  * image carries the previous version) become nothing, or, when a tombstone write of the transaction
  * was matched to that delete, a tombstone-only delete with its version (what the transaction left).
- * Everything else is kept as written.
+ * An insert followed only by updates of that row becomes one insert of the last version. Everything
+ * else is kept as written.
  */
 export function withoutTransientInserts(writes: readonly KeyWrite[]): KeyWrite[] {
   const out: Array<KeyWrite | undefined> = [...writes];
@@ -108,11 +109,23 @@ export function withoutTransientInserts(writes: readonly KeyWrite[]): KeyWrite[]
       else chains.delete(id);
       return;
     }
+    // A tombstone written without a row delete (listed after the row changes) leaves the row alone.
+    if (w.before === undefined) return;
     chains.delete(id);
     if (!continues) return;
     for (const at of chain!) out[at] = undefined;
-    out[i] = w.version === undefined ? undefined : { table: w.table, keyText: w.keyText, key: w.key, op: 'delete', version: w.version };
+    out[i] = w.version === undefined ? undefined : { table: w.table, keyText: w.keyText, key: w.key, op: 'delete', version: w.version, ...(w.uniqueClash ? { uniqueClash: true } : {}) };
   });
+  // An insert overwritten by newer versions of the same row later in the transaction (a second
+  // spelling of a collated key in the same statement): only the last is ever seen, as an insert.
+  for (const chain of chains.values()) {
+    if (chain.length < 2) continue;
+    const last = out[chain[chain.length - 1]!];
+    if (!last || last.op !== 'upsert') continue;
+    for (const at of chain.slice(0, -1)) out[at] = undefined;
+    const { before: _gone, ...insert } = last;
+    out[chain[chain.length - 1]!] = insert;
+  }
   return out.filter((w): w is KeyWrite => w !== undefined);
 }
 

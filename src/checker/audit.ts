@@ -275,11 +275,21 @@ function toHistory(
     const id = keyIdOf(info.name, image.text);
     if (!keys.has(id)) keys.set(id, { info, raw: image.raw });
   };
-  const deleteOf = (info: TableInfo, image: KeyImage, version: bigint | undefined, before: bigint | undefined): KeyWrite => {
+  const deleteOf = (info: TableInfo, image: KeyImage, version: bigint | undefined, before: bigint | undefined, keyChange = false): KeyWrite => {
     const list = tombstones.get(keyIdOf(info.name, image.text));
-    // A delete removes a row older than its tombstone (or, a UNIQUE clash's removal, as old): a
-    // tombstone below the removed row's version was written by a delete that found the row newer.
-    const next = list?.find((t) => !t.used && (before === undefined || t.version >= before)) ?? list?.find((t) => !t.used);
+    // A key change's delete half has the update's version: it takes that tombstone, or none (a sink
+    // respelling a collated key writes none). A delete removes a row older than its tombstone (or,
+    // a UNIQUE clash's removal, as old): a tombstone below the removed row's version was written by
+    // a delete that found the row newer.
+    const next = keyChange
+      ? list?.find((t) => !t.used && t.version === version)
+      : (list?.find((t) => !t.used && (before === undefined || t.version >= before)) ?? list?.find((t) => !t.used));
+    if (keyChange && next === undefined) {
+      const w: KeyWrite = { table: info.name, keyText: image.text, key: image.key, op: 'delete', version };
+      if (before !== undefined) w.before = before;
+      remember(info, image);
+      return w;
+    }
     if (next && version !== undefined) next.used = true;
     // Every tombstone write of the key in this transaction already belongs to an earlier delete: this
     // one wrote none (capture's lenient lookup gave it the same tombstone's version again).
@@ -309,7 +319,7 @@ function toHistory(
         writes.push(upsertOf(info, c.after!, c.version, before));
       } else {
         // A primary-key change: a delete of the old key and an upsert of the new one, same version.
-        writes.push(deleteOf(info, oldKey, c.version, before));
+        writes.push(deleteOf(info, oldKey, c.version, before, true));
         writes.push(upsertOf(info, c.after!, c.version, undefined));
       }
     } else {

@@ -308,3 +308,25 @@ describe('writes the sink resolved', () => {
     expect(classifyHistory(forged).counts.redundant).toBe(1);
   });
 });
+
+describe('an insert overwritten later in the same sink transaction', () => {
+  it('becomes one insert of the last version, so an older first spelling under a newer local delete is no violation', () => {
+    const writes = [up(1, v(100, A), 'old'), up(1, v(300, A), 'new', v(100, A))];
+    expect(withoutTransientInserts(writes)).toEqual([up(1, v(300, A), 'new')]);
+    const history = (w: KeyWrite[]) => nodes([local(up(1, v(100, A), 'old')), local(up(1, v(300, A), 'new', v(100, A)))], [local(del(1, v(200, B), v(50, B))), applied(...w)]);
+    expect(classifyHistory(history(writes)).counts.lww_violation).toBe(1);
+    expect(classifyHistory(history(withoutTransientInserts(writes))).counts.lww_violation).toBe(0);
+  });
+
+  it('an update that does not continue from the insert is kept as written', () => {
+    const writes = [up(1, v(100, B), 'old'), up(1, v(300, B), 'new', v(99, B))];
+    expect(withoutTransientInserts(writes)).toEqual(writes);
+  });
+});
+
+describe('a tombstone-only write of the key in the same sink transaction', () => {
+  it('does not keep an insert overwritten later in the transaction from being one insert', () => {
+    const writes = [up(1, v(100, A), 'old'), up(1, v(300, A), 'new', v(100, A)), del(1, v(200, A))];
+    expect(withoutTransientInserts(writes)).toEqual([up(1, v(300, A), 'new'), del(1, v(200, A))]);
+  });
+});
