@@ -121,7 +121,7 @@ export function withoutTransientInserts(writes: readonly KeyWrite[]): KeyWrite[]
   for (const chain of chains.values()) {
     if (chain.length < 2) continue;
     const last = out[chain[chain.length - 1]!];
-    if (!last || last.op !== 'upsert') continue;
+    if (last?.op !== 'upsert') continue;
     for (const at of chain.slice(0, -1)) out[at] = undefined;
     const { before: _gone, ...insert } = last;
     out[chain[chain.length - 1]!] = insert;
