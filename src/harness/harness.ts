@@ -2,6 +2,7 @@
 // through a replicator child process reached over TCP proxies, faults during the run; then a finish
 // mark on each side, the state check, the history audit, and a comparison with the state the
 // writers' acknowledged writes imply. Composes the other parts; decides nothing of its own.
+
 import type { RowDataPacket } from 'mysql2/promise';
 import { randomUUID } from 'node:crypto';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
@@ -16,12 +17,14 @@ import type { Logger } from '../writer/options.ts';
 import { silentLogger } from '../writer/options.ts';
 import { compareWithExpected, type ExpectationMismatch } from './expected.ts';
 import { InvalidOptionsError } from '../errors.ts';
-import { type Fault, type FaultEffect, runFaults } from './faults.ts';
+import { type CommitPoint, type Fault, type FaultEffect, type KillOutcome, runFaults } from './faults.ts';
 import { type DirectionReport, type ReplicatorExit, ReplicatorExitError, ReplicatorProcess } from './replicator-process.ts';
 import { TcpProxy } from './tcp-proxy.ts';
 import { ClockSkew, expectedState, prepareWorkloadTables, runWriters, usesGeneratedSessions, type WorkloadOptions, type WriterStats, workloadTables } from './workload.ts';
 import { type GenericMismatch, genericMismatches, startGenericOracle } from './session-gen.ts';
 import { generatedShapes } from './schema-gen.ts';
+import type { FailpointName } from '../failpoints/failpoints.ts';
+import { readCheckpointSql } from '../sql/checkpoint.ts';
 
 export type HarnessMode = 'lww' | 'replace';
 
@@ -56,6 +59,8 @@ export interface HarnessResult {
   engine: Engine;
   seed: number;
   durationMs: number;
+  /** When the writers started (ms since the epoch): the faults' `atMs` count from it. */
+  startedAt: number;
   transactions: number;
   operations: number;
   writerRetries: number;
@@ -85,6 +90,23 @@ export interface HarnessResult {
 
 const MARK_SCHEMA = 'harness';
 
+/** The failpoint behind each commit point of a kill fault. */
+const KILL_FAILPOINTS: Record<CommitPoint, FailpointName> = {
+  'after-statements': 'sinkKillAfterStatements',
+  'commit-in-flight': 'sinkKillCommitInFlight',
+  'after-commit': 'sinkKillAfterCommit',
+};
+/** How long a commit-point kill waits for a target transaction with data to get there. */
+const COMMIT_POINT_WAIT_MS = 20_000;
+
+interface Link {
+  /** `n1` (the node's proxy), `n1>n2.capture` or `n1>n2.sink`. */
+  key: string;
+  /** The node behind the proxy. */
+  node: string;
+  proxy: TcpProxy;
+}
+
 interface DirectionTotals {
   inserted: number;
   updated: number;
@@ -112,10 +134,24 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
   const owned = !o.servers;
   const names = servers.map((_, i) => `n${i + 1}`);
   const proxies = servers.map((s) => new TcpProxy(s.host, s.port));
+  // Besides each node's proxy, one per direction and end: a one-direction cut breaks only those.
+  const links: Link[] = names.map((node, i) => ({ key: node, node, proxy: proxies[i]! }));
+  for (const [i, from] of names.entries()) {
+    for (const [j, to] of names.entries()) {
+      if (i === j) continue;
+      links.push({ key: `${from}>${to}.capture`, node: from, proxy: new TcpProxy(servers[i]!.host, servers[i]!.port) });
+      links.push({ key: `${from}>${to}.sink`, node: to, proxy: new TcpProxy(servers[j]!.host, servers[j]!.port) });
+    }
+  }
+  const linksOf = (link: string) => links.filter((l) => (link.includes('>') ? l.key === link || l.key.startsWith(`${link}.`) : l.node === link));
   for (const f of o.faults ?? []) {
-    if (f.node !== undefined && !names.includes(f.node)) throw new InvalidOptionsError(`fault ${f.kind}:${f.node}: no such node (nodes: ${names.join(', ')})`);
+    for (const node of [f.node, f.to]) {
+      if (node !== undefined && !names.includes(node)) throw new InvalidOptionsError(`fault ${f.kind}:${node}: no such node (nodes: ${names.join(', ')})`);
+    }
   }
   let replicator: ReplicatorProcess | null = null;
+  /** Instances replaced by a twin (their kills and starts count). */
+  const retired: ReplicatorProcess[] = [];
   let started = Date.now();
   let exited: (exit: ReplicatorExit) => void = () => undefined;
   const died = new Promise<ReplicatorExit>((resolve) => (exited = resolve));
@@ -141,22 +177,47 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
       from.push(await currentPosition(c));
       await c.end();
     }
-    for (const p of proxies) await p.start();
+    for (const l of links) await l.proxy.start();
     const failpoints = [mode === 'replace' ? 'mysqlSinkBypassLWW=return(true)' : '', o.failpoints ?? ''].filter(Boolean).join(';');
     const accumulated: DirectionTotals[] = [];
-    replicator = new ReplicatorProcess({
-      nodes: servers.map((s, i) => proxies[i]!.rewrite(s.url)),
-      tables,
-      failpoints,
-      extraArgs: o.replicatorArgs,
-      onStatus: o.onReplicatorStatus,
-      onLog: (line) => log.debug(`replicator: ${line}`),
-      onUnexpectedExit: (exit) => {
-        log.error(`harness[${mode}]: the replicator exited unexpectedly (code ${exit.code}, signal ${exit.signal}): ${exit.lastError ?? 'no error logged'}`);
-        exited(exit);
-      },
-    });
+    const newReplicator = () =>
+      new ReplicatorProcess({
+        nodes: servers.map((s, i) => proxies[i]!.rewrite(s.url)),
+        routes: Object.fromEntries(links.filter((l) => l.key.includes('>')).map((l) => [l.key, l.proxy.rewrite(servers[names.indexOf(l.node)]!.url)])),
+        tables,
+        failpoints,
+        ipc: true,
+        extraArgs: o.replicatorArgs,
+        onStatus: o.onReplicatorStatus,
+        onLog: (line) => log.debug(`replicator: ${line}`),
+        onUnexpectedExit: (exit) => {
+          log.error(`harness[${mode}]: the replicator exited unexpectedly (code ${exit.code}, signal ${exit.signal}): ${exit.lastError ?? 'no error logged'}`);
+          exited(exit);
+        },
+      });
+    replicator = newReplicator();
     replicator.start();
+    // Where a commit-point kill landed: the batch's checkpoint positions (data and checkpoint commit
+    // together) against what the target stores now, read directly, before the replicator restarts.
+    const commitPointDetail = async (hit: Record<string, unknown>): Promise<Record<string, unknown>> => {
+      const direction = String(hit.owner ?? '').split(':').at(-1) ?? '';
+      const target = servers[names.indexOf(direction.split('→')[1] ?? '')];
+      const positions = (hit.positions ?? {}) as Record<string, string>;
+      const stored: Record<string, string | null> = {};
+      if (target) {
+        const c = await connect(target.url);
+        try {
+          for (const sourceId of Object.keys(positions)) {
+            const [rows] = await c.execute<RowDataPacket[]>(readCheckpointSql(wl.metaSchema ?? 'lww_meta'), [sourceId]);
+            stored[sourceId] = rows[0] ? String(rows[0].position) : null;
+          }
+        } finally {
+          await c.end();
+        }
+      }
+      const committed = Object.keys(positions).length > 0 && Object.entries(positions).every(([id, p]) => stored[id] === p);
+      return { failpoint: hit.failpoint, direction, rows: hit.rows, positions, acked: hit.acked ?? {}, stored, committed };
+    };
     const streaming = () =>
       ((replicator!.lastStatus as { directions?: Array<{ state: string }> } | undefined)?.directions ?? []).every((d) => d.state === 'streaming') &&
       (replicator!.lastStatus as { directions?: unknown[] } | undefined)?.directions?.length === servers.length * (servers.length - 1);
@@ -175,18 +236,98 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
     log.info(`harness[${mode}]: ${wl.kind} for ${wl.durationMs / 1000}s, ${wl.threads} writers per node, seed ${wl.seed}, faults: ${(o.faults ?? []).length}`);
     const writers = Promise.all(servers.map((s, i) => runWriters({ name: names[i]!, url: s.url }, wl, control)));
     const abort = new AbortController();
+    /** A write on every node: the replicator has a batch with data to apply, whether writers still run or not. */
+    const writeMarks = async () => {
+      const token = randomUUID();
+      for (const [i, s] of servers.entries()) {
+        const c = await connect(s.url);
+        await c.execute(writeMarkSql(MARK_SCHEMA), [names[i]!, token, token]).finally(() => c.end());
+      }
+    };
+    let turn: Promise<void> = Promise.resolve();
+    /** Waits for the previous commit-point kill or twin to finish; call the result when done. */
+    const takeTurn = async (): Promise<() => void> => {
+      const previous = turn;
+      let done!: () => void;
+      turn = new Promise((resolve) => (done = resolve));
+      // An aborted run waits for no one (what is broken is being healed).
+      await Promise.race([previous, new Promise((resolve) => (abort.signal.aborted ? resolve(undefined) : abort.signal.addEventListener('abort', resolve, { once: true })))]);
+      return done;
+    };
+    let releaseTurn: (() => void) | undefined;
+    /** Seed 001's shape: a second replicator beside one that streams (not one still starting). */
+    const startTwin = async (withinMs: number): Promise<KillOutcome> => {
+      while (!(await replicator!.ready(1000))) {
+        if (abort.signal.aborted) return { killed: false, note: 'the run ended first' };
+      }
+      const old = replicator!;
+      const totals = statusTotals(old.lastStatus).totals;
+      const twin = newReplicator();
+      twin.start();
+      // Both stream at once; then the old instance must find out on its next write that the twin owns
+      // the checkpoints, and stop.
+      let twinStreams = false;
+      const end = await old.awaitOwnEnd(
+        withinMs,
+        (exit) => /lost ownership/.test(exit.lastError ?? ''),
+        async () => {
+          twinStreams = await twin.ready(60_000);
+          await writeMarks();
+        },
+      );
+      accumulated.push(totals);
+      retired.push(old);
+      replicator = twin;
+      return {
+        killed: true,
+        ...(end.ended ? {} : { note: `the old instance was still running after ${withinMs}ms: killed` }),
+        detail: { twinStreamed: twinStreams, oldStopped: end.ended, oldStopMs: end.ms, oldExit: end.exit && { code: end.exit.code, signal: end.exit.signal, lastError: end.exit.lastError } },
+      };
+    };
     const faults = runFaults(
       o.faults ?? [],
       wl.durationMs,
       {
-        killReplicator: async () => {
-          if (!replicator!.running) return false;
-          accumulated.push(statusTotals(replicator!.lastStatus).totals);
-          return replicator!.kill();
+        killReplicator: async (point) => {
+          if (!point && !replicator!.running) return false;
+          const totals = statusTotals(replicator!.lastStatus).totals;
+          if (!point) {
+            accumulated.push(totals);
+            return replicator!.kill();
+          }
+          // Commit-point kills and twins take turns, each until its replicator streams again.
+          const done = await takeTurn();
+          if (abort.signal.aborted) {
+            done();
+            return { killed: false, note: 'the run ended first' };
+          }
+          const r = await replicator!.killAt(KILL_FAILPOINTS[point], COMMIT_POINT_WAIT_MS, writeMarks);
+          if (!r.killed) {
+            done();
+            return { killed: false, ...(r.note ? { note: r.note } : {}) };
+          }
+          accumulated.push(totals);
+          releaseTurn = done;
+          return { killed: true, detail: await commitPointDetail(r.hit!) };
         },
-        restartReplicator: async () => replicator!.start(),
-        cutNetwork: (node, how) => proxies[names.indexOf(node)]!.cut(how),
-        healNetwork: (node) => proxies[names.indexOf(node)]!.restore(),
+        restartReplicator: async () => {
+          replicator!.start();
+          const done = releaseTurn;
+          releaseTurn = undefined;
+          if (done) void replicator!.ready(60_000).finally(done);
+        },
+        cutNetwork: (link, how, slow) => linksOf(link).reduce((n, l) => n + (how === 'slow' ? l.proxy.slow(slow ?? { latencyMs: 0 }) : l.proxy.cut(how)), 0),
+        healNetwork: (link) => {
+          for (const l of linksOf(link)) l.proxy.restore();
+        },
+        startTwin: async (withinMs) => {
+          const done = await takeTurn();
+          try {
+            return await startTwin(withinMs);
+          } finally {
+            done();
+          }
+        },
         stopServer: async (node, how) => servers[names.indexOf(node)]!.halt({ abrupt: how === 'abrupt' }),
         startServer: async (node) => servers[names.indexOf(node)]!.start(),
         setSkew: (node, ms) => skew.set(node, ms),
@@ -282,14 +423,15 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
       engine: o.engine,
       seed: wl.seed,
       durationMs: writeMs,
+      startedAt: started,
       transactions,
       operations: acked.length,
       writerRetries: results.reduce((n, r) => n + r.retries, 0),
       throughput: transactions / (writeMs / 1000),
       faultsInjected: effects.filter((e) => e.tookEffect).length,
       faults: effects,
-      replicatorKills: replicator.kills,
-      replicatorStarts: replicator.starts,
+      replicatorKills: [...retired, replicator].reduce((n, r) => n + r.kills, 0),
+      replicatorStarts: [...retired, replicator].reduce((n, r) => n + r.starts, 0),
       harnessLoopDelayMs: { max: Math.round(loopDelay.max / 1e6), p99: Math.round(loopDelay.percentile(99) / 1e6) },
       directions,
       converged: converged && state.identical,
@@ -308,7 +450,8 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
     };
   } finally {
     await replicator?.stop().catch(() => undefined);
-    for (const p of proxies) await p.stop();
+    for (const r of retired) await r.stop().catch(() => undefined);
+    for (const l of links) await l.proxy.stop();
     if (owned) await Promise.all(servers.map((s) => s.destroy()));
   }
 }
