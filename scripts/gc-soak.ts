@@ -123,7 +123,7 @@ try {
   console.log(`${engine}, ${values.duration} of oltp_write_only on 2 × ${values.rows} rows, ${values.threads} writers per node, every fault kind; GC every ${values['gc-interval']}, margin ${values['gc-margin']}`);
   for (const r of runs) {
     const audit = r.result.audit ? `audit findings ${r.result.audit.findings}` : 'no audit';
-    const clean = r.result.converged && r.result.expectationMismatches.length === 0 && (r.result.audit?.findings ?? 1) === 0;
+    const clean = r.result.converged && r.result.expectationMismatches.length === 0 && (r.result.audit?.findings ?? 1) === 0 && r.result.unknownOutcomes.unresolved.length === 0;
     if (!clean) ok = false;
     console.log(
       `[${r.label}] ${r.result.transactions} transactions = ${r.result.transactions} deletes (${r.deletesPerSecond.toFixed(1)}/s), faults ${r.result.faultsInjected}; ` +

@@ -49,15 +49,15 @@ try {
       faults: allFaults(durationMs),
       audit: harnessAudit,
     });
-    const ok = r.converged && r.expectationMismatches.length === 0 && (r.audit?.findings ?? 1) === 0;
+    const ok = r.converged && r.expectationMismatches.length === 0 && (r.audit?.findings ?? 1) === 0 && r.unknownOutcomes.unresolved.length === 0;
     if (!ok) failed++;
     const counts = r.audit ? Object.entries(r.audit.counts).map(([k, v]) => `${k}=${v}`).join(' ') : 'no audit';
     console.log(
       `seed ${seed}: ${ok ? 'ok' : 'FAILED'} — ${r.transactions} txns (${r.throughput.toFixed(0)}/s), faults ${r.faultsInjected}, diverged ${r.divergedKeys}, ` +
-        `expected-state mismatches ${r.expectationMismatches.length}, audit ${counts}, ${((Date.now() - started) / 1000).toFixed(0)}s`,
+        `expected-state mismatches ${r.expectationMismatches.length}, unknown commit outcomes ${r.unknownOutcomes.committed} committed / ${r.unknownOutcomes.notCommitted} not / ${r.unknownOutcomes.unresolved.length} unresolved, audit ${counts}, ${((Date.now() - started) / 1000).toFixed(0)}s`,
     );
     console.log(
-      `  faults: ${r.faults.map((f) => `${f.kind}${f.node ? `:${f.node}` : ''}${f.mode ? `:${f.mode}` : ''}@${(f.atMs / 1000).toFixed(0)}s ${f.tookEffect ? `down ${(f.downtimeMs / 1000).toFixed(1)}s` : 'no effect'}`).join(', ')}; ` +
+      `  faults: ${r.faults.map((f) => `${f.kind}${f.node ? `:${f.node}` : ''}${f.target ? `:${f.target}` : ''}${f.mode ? `:${f.mode}` : ''}@${(f.atMs / 1000).toFixed(0)}s ${f.tookEffect ? `down ${(f.downtimeMs / 1000).toFixed(1)}s` : 'no effect'}`).join(', ')}; ` +
         `direction restarts: ${r.directions.map((d) => `${d.name}=${d.restarts}`).join(' ')}; harness event loop delay max ${r.harnessLoopDelayMs.max} ms`,
     );
     if (r.shapes) console.log(`  shapes (seed ${seed}): ${Object.entries(r.shapes).map(([k, v]) => `${k}=${v}`).join(' ')}`);

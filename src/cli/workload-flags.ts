@@ -37,6 +37,7 @@ export const WORKLOAD_HELP = `  --engine mysql|mariadb        servers to start (
   --fault TERM                  repeatable: kill@20s | net:n1@30s/10s~30s | restart:n2@45s/3s | skew:n1@0s=-5s;
                                 net takes :drop (FIN), :reset (RST) or :blackhole (silent until healed), restart
                                 :clean (SIGTERM) or :abrupt (SIGKILL, crash recovery); without one they alternate;
+                                net:n1:writers@30s/5s cuts the writers' connections to n1 instead of the replicator's;
                                 net:n1@20s/30s:slow=50ms,1mbit a slow link; 'net:n1>n2.sink@…' one direction only
                                 (.capture its reading of n1, .sink its writing into n2, neither: both);
                                 kill:after-statements|commit-in-flight|after-commit@20s a kill at a commit point;

@@ -25,7 +25,7 @@ function fmt(n: number | undefined, digits = 0): string {
 export function comparisonRows(lww: HarnessResult, replace: HarnessResult): ComparisonRow[] {
   const both = (metric: string, f: (r: HarnessResult) => string): ComparisonRow => ({ metric, lww: f(lww), replace: f(replace) });
   const rows = [
-    both('converged (identical, as the writers expect)', (r) => (r.converged && r.expectationMismatches.length === 0 ? 'yes' : 'NO')),
+    both('converged (identical, as the writers expect)', (r) => (r.converged && r.expectationMismatches.length === 0 && r.unknownOutcomes.unresolved.length === 0 ? 'yes' : 'NO')),
     both('transactions (both nodes)', (r) => fmt(r.transactions)),
     both('acknowledged row writes', (r) => fmt(r.operations)),
     both('rows applied by the replicator', (r) => fmt(r.replication.applied)),
@@ -33,6 +33,7 @@ export function comparisonRows(lww: HarnessResult, replace: HarnessResult): Comp
     both('stale changes skipped', (r) => (r.mode === 'replace' ? '0 (overwrites)' : fmt(r.replication.staleSkipped + r.replication.skippedByTombstone))),
     both('diverged keys (state check)', (r) => fmt(r.divergedKeys)),
     both('keys differing from the expected state', (r) => fmt(new Set(r.expectationMismatches.map((m) => m.key)).size)),
+    both('unknown commit outcomes: committed / not / unresolved', (r) => `${r.unknownOutcomes.committed} / ${r.unknownOutcomes.notCommitted} / ${r.unknownOutcomes.unresolved.length}`),
   ];
   for (const c of AUDIT_CLASSES) {
     rows.push(both(`audit: ${c}`, (r) => (r.audit ? fmt(r.audit.counts[c] ?? 0) : '—')));

@@ -11,6 +11,8 @@
 //                             reading of n1, n1>n2.sink only its writing into n2 (quote '>' in a shell)
 //   net:n1@30s/25s:blackhole  … in one mode: drop (FIN), reset (RST) or blackhole (no FIN, no RST, no byte
 //                             through until healed; held connections then resume, as TCP retransmits)
+//   net:n1:writers@30s/5s     cut the writers' connections to n1 instead (a COMMIT in flight then has an
+//                             unknown outcome, decided by its marker); net:n1:replicator@… is the default
 //   net:n1@20s/30s:slow=50ms,1mbit  a slow link instead of a cut: each byte 50 ms late, at most 1 Mbit/s
 //                             each way (either part may be left out; rates in kbit, mbit, gbit)
 //   restart:n2@45s/3s         stop node n2's server at 45 s, start it 3 s later (or once it has stopped, if later)
@@ -31,6 +33,8 @@ export type FaultMode = NetMode | RestartMode;
 export type CommitPoint = 'after-statements' | 'commit-in-flight' | 'after-commit';
 /** Which of a direction's connections a one-direction cut breaks: its reading of the source, its sink's writing into the target. */
 export type LinkRole = 'capture' | 'sink';
+/** Whose connections to the node a net fault cuts. */
+export type NetTarget = 'replicator' | 'writers';
 
 /** The modes net occurrences alternate through; slow is only ever asked for. */
 export const NET_MODES: readonly NetMode[] = ['drop', 'reset', 'blackhole'];
@@ -62,6 +66,8 @@ export interface Fault {
   mode?: FaultMode;
   /** net in slow mode: latency and bandwidth. */
   slow?: SlowLink;
+  /** net: whose connections (default the replicator's). */
+  target?: NetTarget;
 }
 
 /** What one occurrence of a fault did, as measured (not as scheduled). */
@@ -74,6 +80,7 @@ export interface FaultEffect {
   point?: CommitPoint;
   /** skew: the offset this occurrence set. */
   skewMs?: number;
+  target?: NetTarget;
   /** When it took effect, ms from the run's start. */
   atMs: number;
   /**
@@ -117,7 +124,7 @@ export function parseSlowLink(text: string): SlowLink {
   return link;
 }
 
-const FAULT = /^(kill|net|restart|skew|twin)(?::([A-Za-z0-9_.>-]+))?@([^/~=:]+)(?:\/([^~=:]+))?(?:~([^=:]+))?(?:=([^:]+))?(?::([a-z]+)(?:=(.+))?)?$/;
+const FAULT = /^(kill|net|restart|skew|twin)(?::([A-Za-z0-9_.>-]+(?::writers|:replicator)?))?@([^/~=:]+)(?:\/([^~=:]+))?(?:~([^=:]+))?(?:=([^:]+))?(?::([a-z]+)(?:=(.+))?)?$/;
 const LINK = /^([A-Za-z0-9_-]+)(?:>([A-Za-z0-9_-]+)(?:\.(capture|sink))?)?$/;
 
 /** Parses one fault term (see the header); throws naming what is wrong. */
@@ -125,7 +132,7 @@ export function parseFault(text: string): Fault {
   const m = FAULT.exec(text.trim());
   if (!m) {
     throw new InvalidOptionsError(
-      `cannot parse fault "${text}" (e.g. kill@20s, kill:after-commit@20s, twin@20s/5s, net:n1@30s/10s~30s, net:n1>n2.sink@30s/10s:blackhole, net:n1@20s/30s:slow=50ms,1mbit, restart:n2@45s/3s:abrupt, skew:n1@0s=-5s)`,
+      `cannot parse fault "${text}" (e.g. kill@20s, kill:after-commit@20s, twin@20s/5s, net:n1@30s/10s~30s, net:n1>n2.sink@30s/10s:blackhole, net:n1:writers@30s/5s, net:n1@20s/30s:slow=50ms,1mbit, restart:n2@45s/3s:abrupt, skew:n1@0s=-5s)`,
     );
   }
   const kind = m[1] as FaultKind;
@@ -135,11 +142,17 @@ export function parseFault(text: string): Fault {
     if (!(COMMIT_POINTS as readonly string[]).includes(m[2])) throw new InvalidOptionsError(`fault "${text}": a kill's commit point is one of ${COMMIT_POINTS.join(', ')} (got ${m[2]})`);
     fault.point = m[2] as CommitPoint;
   } else if (m[2]) {
-    const link = LINK.exec(m[2]);
-    if (!link || (link[2] && kind !== 'net')) throw new InvalidOptionsError(`fault "${text}": "${m[2]}" is not a node${kind === 'net' ? ' or a direction (n1>n2, n1>n2.capture, n1>n2.sink)' : ''}`);
+    const [where, target] = m[2].split(':');
+    const link = LINK.exec(where!);
+    if (!link || (link[2] && kind !== 'net')) throw new InvalidOptionsError(`fault "${text}": "${where}" is not a node${kind === 'net' ? ' or a direction (n1>n2, n1>n2.capture, n1>n2.sink)' : ''}`);
     fault.node = link[1]!;
     if (link[2]) fault.to = link[2];
     if (link[3]) fault.role = link[3] as LinkRole;
+    if (target) {
+      if (kind !== 'net') throw new InvalidOptionsError(`fault "${text}": only a net fault takes a target (writers or replicator)`);
+      if (link[2] && target === 'writers') throw new InvalidOptionsError(`fault "${text}": a direction's connections are the replicator's, not the writers'`);
+      fault.target = target as NetTarget;
+    }
   }
   if (m[5]) fault.everyMs = parseDuration(m[5]);
   if (kind === 'skew') {
@@ -211,9 +224,12 @@ export interface FaultActions {
    */
   killReplicator(point?: CommitPoint): Promise<boolean | KillOutcome>;
   restartReplicator(): Promise<void>;
-  /** The number of connections the cut broke or froze (or slowed) on `link` (a node, or a direction's links). */
-  cutNetwork(link: string, mode: NetMode, slow?: SlowLink): number;
-  healNetwork(link: string): void;
+  /**
+   * The number of connections the cut broke, froze or slowed on `link`: a node's (of the replicator or
+   * of its writers, as `target` says), or a direction's (`n1>n2`, `n1>n2.sink`).
+   */
+  cutNetwork(link: string, mode: NetMode, target: NetTarget, slow?: SlowLink): number;
+  healNetwork(link: string, target: NetTarget): void;
   stopServer(node: string, mode: RestartMode): Promise<void>;
   startServer(node: string): Promise<void>;
   setSkew(node: string, ms: number): void;
@@ -256,7 +272,16 @@ export async function runFaults(
           const node = f.node ?? '';
           const mode = modeOf(f, index);
           const begin = now();
-          const effect: FaultEffect = { kind: f.kind, ...(f.node ? { node } : {}), ...(mode ? { mode } : {}), ...(f.point ? { point: f.point } : {}), atMs: begin, downtimeMs: 0, tookEffect: true };
+          const effect: FaultEffect = {
+            kind: f.kind,
+            ...(f.node ? { node } : {}),
+            ...(mode ? { mode } : {}),
+            ...(f.point ? { point: f.point } : {}),
+            ...(f.target ? { target: f.target } : {}),
+            atMs: begin,
+            downtimeMs: 0,
+            tookEffect: true,
+          };
           effects.push(effect);
           switch (f.kind) {
             case 'kill': {
@@ -288,11 +313,13 @@ export async function runFaults(
             }
             case 'net': {
               const link = linkOf(f);
+              const target = f.target ?? 'replicator';
               effect.node = link;
-              actions.log(`fault: network ${mode === 'slow' ? `slowed (${f.slow!.latencyMs}ms, ${f.slow!.bytesPerSecond ?? '∞'} B/s)` : `loss (${mode})`} on ${link} at ${begin}ms for ${f.durationMs}ms`);
-              effect.connections = actions.cutNetwork(link, mode as NetMode, f.slow);
+              const what = mode === 'slow' ? `slowed (${f.slow!.latencyMs}ms, ${f.slow!.bytesPerSecond ?? '∞'} B/s)` : `loss (${mode})`;
+              actions.log(`fault: network ${what} on ${link}${target === 'writers' ? "'s writers" : ''} at ${begin}ms for ${f.durationMs}ms`);
+              effect.connections = actions.cutNetwork(link, mode as NetMode, target, f.slow);
               await at(begin + f.durationMs);
-              actions.healNetwork(link);
+              actions.healNetwork(link, target);
               break;
             }
             case 'restart': {

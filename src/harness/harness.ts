@@ -1,30 +1,33 @@
 // The bidirectional harness: two real servers, concurrent writers on both, replication both ways
-// through a replicator child process reached over TCP proxies, faults during the run; then a finish
+// through a replicator child process reached over TCP proxies (the writers reach their node through
+// proxies of their own, so faults can cut either), faults during the run; then a finish
 // mark on each side, the state check, the history audit, and a comparison with the state the
-// writers' acknowledged writes imply. Composes the other parts; decides nothing of its own.
+// writers' acknowledged writes imply (commits with an unknown outcome decided by their markers; one
+// left undecided fails the run). Composes the other parts; decides nothing of its own.
 
-import type { RowDataPacket } from 'mysql2/promise';
 import { randomUUID } from 'node:crypto';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
+import type { RowDataPacket } from 'mysql2/promise';
 import { currentPosition } from '../capture/source.ts';
-import { checkState } from '../checker/state-check.ts';
 import type { StateReport } from '../checker/report.ts';
+import { checkState } from '../checker/state-check.ts';
 import { connect } from '../db/connection.ts';
+import { InvalidOptionsError } from '../errors.ts';
 import { install } from '../install/install.ts';
-import { type RunningServer, startServers, type Engine } from '../servers/index.ts';
+import { type Engine, type RunningServer, startServers } from '../servers/index.ts';
 import { createDatabaseSql, createMarksSql, dropDatabaseSql, readMarkSql, writeMarkSql } from '../sql/workload.ts';
 import type { Logger } from '../writer/options.ts';
 import { silentLogger } from '../writer/options.ts';
 import { compareWithExpected, type ExpectationMismatch } from './expected.ts';
-import { InvalidOptionsError } from '../errors.ts';
-import { type CommitPoint, type Fault, type FaultEffect, type KillOutcome, runFaults } from './faults.ts';
-import { type DirectionReport, type ReplicatorExit, ReplicatorExitError, ReplicatorProcess } from './replicator-process.ts';
-import { TcpProxy } from './tcp-proxy.ts';
-import { ClockSkew, expectedState, prepareWorkloadTables, runWriters, usesGeneratedSessions, type WorkloadOptions, type WriterStats, workloadTables } from './workload.ts';
-import { type GenericMismatch, genericMismatches, startGenericOracle } from './session-gen.ts';
-import { generatedShapes } from './schema-gen.ts';
 import type { FailpointName } from '../failpoints/failpoints.ts';
 import { readCheckpointSql } from '../sql/checkpoint.ts';
+import { type CommitPoint, type Fault, type FaultEffect, type KillOutcome, type NetTarget, runFaults } from './faults.ts';
+import { addTallies, type OutcomeTally } from './outcomes.ts';
+import { type DirectionReport, type ReplicatorExit, ReplicatorExitError, ReplicatorProcess } from './replicator-process.ts';
+import { generatedShapes } from './schema-gen.ts';
+import { type GenericMismatch, genericMismatches, startGenericOracle } from './session-gen.ts';
+import { TcpProxy } from './tcp-proxy.ts';
+import { ClockSkew, expectedState, HARNESS_SCHEMA, prepareWorkloadTables, runWriters, usesGeneratedSessions, type WorkloadOptions, type WriterStats, workloadTables } from './workload.ts';
 
 export type HarnessMode = 'lww' | 'replace';
 
@@ -84,11 +87,33 @@ export interface HarnessResult {
   divergedKeys: number;
   expectationMismatches: Array<ExpectationMismatch | GenericMismatch>;
   audit?: AuditSummary;
+  /**
+   * Writer commits whose reply never came (lost connection, failed COMMIT), decided by their markers:
+   * committed (their writes are in the expected state), not committed, or unresolved (fails the run).
+   */
+  unknownOutcomes: OutcomeTally;
   /** Generated schemas and sessions: which shapes ran and how often (tables, key types, statements, transactions). */
   shapes?: Record<string, number>;
 }
 
-const MARK_SCHEMA = 'harness';
+const MARK_SCHEMA = HARNESS_SCHEMA;
+
+/** Why a run failed, one reason a line; empty when it passed (converged, as expected, no audit finding, every outcome decided). */
+export function failureReasons(r: HarnessResult): string[] {
+  const out: string[] = [];
+  if (!r.converged) out.push(`the nodes did not converge (${r.divergedKeys} diverged keys)`);
+  const keys = new Set(r.expectationMismatches.map((m) => m.key)).size;
+  if (keys > 0) out.push(`${keys} keys differ from the state the writers' committed transactions imply`);
+  if ((r.audit?.findings ?? 0) > 0) out.push(`the history audit found ${r.audit!.findings} findings`);
+  const u = r.unknownOutcomes.unresolved;
+  if (u.length > 0) {
+    out.push(
+      `${u.length} writer commits with an unknown outcome stayed unresolved (their markers could not be read), so the expected state is not known: ` +
+        u.slice(0, 3).map((o) => `${o.node} marker ${o.marker} (${o.writes} writes; COMMIT: ${o.error}; last look: ${o.lastCheck})`).join('; ') + (u.length > 3 ? '; …' : ''),
+    );
+  }
+  return out;
+}
 
 /** The failpoint behind each commit point of a kill fault. */
 const KILL_FAILPOINTS: Record<CommitPoint, FailpointName> = {
@@ -134,6 +159,7 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
   const owned = !o.servers;
   const names = servers.map((_, i) => `n${i + 1}`);
   const proxies = servers.map((s) => new TcpProxy(s.host, s.port));
+  const writerProxies = servers.map((s) => new TcpProxy(s.host, s.port));
   // Besides each node's proxy, one per direction and end: a one-direction cut breaks only those.
   const links: Link[] = names.map((node, i) => ({ key: node, node, proxy: proxies[i]! }));
   for (const [i, from] of names.entries()) {
@@ -143,7 +169,10 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
       links.push({ key: `${from}>${to}.sink`, node: to, proxy: new TcpProxy(servers[j]!.host, servers[j]!.port) });
     }
   }
-  const linksOf = (link: string) => links.filter((l) => (link.includes('>') ? l.key === link || l.key.startsWith(`${link}.`) : l.node === link));
+  const linksOf = (link: string, target: NetTarget) =>
+    target === 'writers'
+      ? [writerProxies[names.indexOf(link)]!]
+      : links.filter((l) => (link.includes('>') ? l.key === link || l.key.startsWith(`${link}.`) : l.node === link)).map((l) => l.proxy);
   for (const f of o.faults ?? []) {
     for (const node of [f.node, f.to]) {
       if (node !== undefined && !names.includes(node)) throw new InvalidOptionsError(`fault ${f.kind}:${node}: no such node (nodes: ${names.join(', ')})`);
@@ -177,7 +206,7 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
       from.push(await currentPosition(c));
       await c.end();
     }
-    for (const l of links) await l.proxy.start();
+    for (const p of [...links.map((l) => l.proxy), ...writerProxies]) await p.start();
     const failpoints = [mode === 'replace' ? 'mysqlSinkBypassLWW=return(true)' : '', o.failpoints ?? ''].filter(Boolean).join(';');
     const accumulated: DirectionTotals[] = [];
     const newReplicator = () =>
@@ -234,7 +263,7 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
     loopDelay.enable();
     started = Date.now();
     log.info(`harness[${mode}]: ${wl.kind} for ${wl.durationMs / 1000}s, ${wl.threads} writers per node, seed ${wl.seed}, faults: ${(o.faults ?? []).length}`);
-    const writers = Promise.all(servers.map((s, i) => runWriters({ name: names[i]!, url: s.url }, wl, control)));
+    const writers = Promise.all(servers.map((s, i) => runWriters({ name: names[i]!, url: writerProxies[i]!.rewrite(s.url) }, wl, control)));
     const abort = new AbortController();
     /** A write on every node: the replicator has a batch with data to apply, whether writers still run or not. */
     const writeMarks = async () => {
@@ -316,9 +345,9 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
           releaseTurn = undefined;
           if (done) void replicator!.ready(60_000).finally(done);
         },
-        cutNetwork: (link, how, slow) => linksOf(link).reduce((n, l) => n + (how === 'slow' ? l.proxy.slow(slow ?? { latencyMs: 0 }) : l.proxy.cut(how)), 0),
-        healNetwork: (link) => {
-          for (const l of linksOf(link)) l.proxy.restore();
+        cutNetwork: (link, how, target, slow) => linksOf(link, target).reduce((n, p) => n + (how === 'slow' ? p.slow(slow ?? { latencyMs: 0 }) : p.cut(how)), 0),
+        healNetwork: (link, target) => {
+          for (const p of linksOf(link, target)) p.restore();
         },
         startTwin: async (withinMs) => {
           const done = await takeTurn();
@@ -445,13 +474,14 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
       state,
       divergedKeys: state.totals.findings,
       expectationMismatches: mismatches,
+      unknownOutcomes: addTallies(results.map((r) => r.outcomes)),
       audit,
       ...(oracle ? { shapes: generatedShapes(wl.schemaGen, results.map((r) => r.shapes), { hotKeys: wl.hotKeys }) } : {}),
     };
   } finally {
     await replicator?.stop().catch(() => undefined);
     for (const r of retired) await r.stop().catch(() => undefined);
-    for (const l of links) await l.proxy.stop();
+    for (const p of [...links.map((l) => l.proxy), ...writerProxies]) await p.stop();
     if (owned) await Promise.all(servers.map((s) => s.destroy()));
   }
 }

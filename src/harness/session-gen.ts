@@ -11,7 +11,7 @@
 // candidate it did not change reads as some committed state (version and values), which the final
 // state must equal or exceed anyway; so "per key, the highest version seen" is the LWW winner.
 import type { Connection, ResultSetHeader, RowDataPacket } from 'mysql2/promise';
-import { loadTableMeta } from '../writer/table-metadata.ts';
+import { connect } from '../db/connection.ts';
 import {
   createGeneratedTableSql,
   deleteByKeysSql,
@@ -29,7 +29,7 @@ import {
   updateByKeysSql,
 } from '../sql/generated.ts';
 import { createDatabaseSql } from '../sql/workload.ts';
-import { connect } from '../db/connection.ts';
+import { loadTableMeta } from '../writer/table-metadata.ts';
 import { type Random, randomInt, seededRandom } from './random.ts';
 import { BINARY_COLLATION, type GenColumn, type GeneratedSchema, type GenTable, randomValue } from './schema-gen.ts';
 
@@ -403,15 +403,6 @@ async function readBack(conn: Connection, ctx: SessionContext, cand: Candidates,
     }
   }
   return out;
-}
-
-/** After a commit with unknown outcome: the write is confirmed when its key holds exactly its version. */
-export async function confirmSeenWrite(conn: Connection, ctx: SessionContext, w: SeenWrite): Promise<boolean> {
-  const o = ctx.oracle.get(w.table)!;
-  const [rows] = await conn.query<RowDataPacket[]>(oracleAllRowsSql(ctx.schema, w.table, o.key, o.columns, ctx.versionColumn));
-  const row = rows.find((r) => String(r.i) === w.id);
-  if (row) return BigInt(row.v as string) === w.version && w.text !== null;
-  return w.text === null;
 }
 
 export interface GenericExpected {

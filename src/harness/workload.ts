@@ -1,16 +1,27 @@
 // Concurrent writers for the harness: sysbench-like oltp_update_non_index and oltp_write_only, and
 // a hot-key workload where both sides fight over few keys. Every writer records what each
 // acknowledged (committed) write stored — key, version, values or delete — so the harness knows the
-// expected final state: per key, the write with the highest version.
+// expected final state: per key, the write with the highest version. A commit whose reply never came
+// is decided by the transaction's own marker row (outcomes.ts), never guessed and never dropped.
 import type { Connection, ResultSetHeader, RowDataPacket } from 'mysql2/promise';
 import { connect } from '../db/connection.ts';
-import { tombstoneTableName } from '../model/names.ts';
-import { createDatabaseSql, createSbtestSql, insertSbtestRowsSql, RESET_TIMESTAMP_SQL, SET_TIMESTAMP_SQL, sbtest } from '../sql/workload.ts';
 import { isConnectionLost, isRetryable } from '../db/retry.ts';
-import { type Random, randomInt, seededRandom } from './random.ts';
-import { generateSchema, type GeneratedSchema, type GenTable } from './schema-gen.ts';
+import { tombstoneTableName } from '../model/names.ts';
+import { SET_ISOLATION_SQL } from '../sql/generated.ts';
 import {
-  confirmSeenWrite,
+  createDatabaseSql,
+  createSbtestSql,
+  createWriterMarkersSql,
+  insertSbtestRowsSql,
+  RESET_TIMESTAMP_SQL,
+  SET_TIMESTAMP_SQL,
+  sbtest,
+  writeWriterMarkerSql,
+} from '../sql/workload.ts';
+import { addTallies, checkMarkers, emptyTally, type InDoubt, newMarker, OutcomeLedger, type OutcomeTally, resolveOutcomes } from './outcomes.ts';
+import { type Random, randomInt, seededRandom } from './random.ts';
+import { type GeneratedSchema, type GenTable, generateSchema } from './schema-gen.ts';
+import {
   generatedTransaction,
   type IsolationChoice,
   loadOracleTables,
@@ -19,7 +30,6 @@ import {
   type SessionContext,
   sbtestGenTables,
 } from './session-gen.ts';
-import { SET_ISOLATION_SQL } from '../sql/generated.ts';
 
 export type WorkloadKind = 'oltp_update_non_index' | 'oltp_write_only' | 'hot_keys';
 
@@ -32,7 +42,7 @@ export interface WorkloadOptions {
   threads: number;
   /** Stop after this long (ms) ... */
   durationMs?: number;
-  /** ... or after this many transactions per thread, whichever comes first. */
+  /** ... or after this many transactions per thread (COMMITs sent), whichever comes first. */
   transactionsPerThread?: number;
   seed: number;
   /** Hot-key workload: how many keys per table the writers fight over. */
@@ -47,7 +57,12 @@ export interface WorkloadOptions {
   explicitTx?: boolean;
   /** Generated schema: random tables from this seed (schema-gen.ts) instead of the sbtest ones; implies generated sessions. */
   schemaGen?: number;
+  /** How long a writer keeps trying to decide its unknown commit outcomes after its last transaction (ms, default 60 s). */
+  resolveTimeoutMs?: number;
 }
+
+/** The harness's own schema: the finish marks (replicated) and the writers' commit markers (not replicated). */
+export const HARNESS_SCHEMA = 'harness';
 
 /** Whether the writers run generated sessions (session-gen.ts) rather than the fixed sbtest statements. */
 export function usesGeneratedSessions(opts: Pick<WorkloadOptions, 'explicitTx' | 'schemaGen'>): boolean {
@@ -88,8 +103,8 @@ export interface WriterStats {
   statements: number;
   retries: number;
   reconnects: number;
-  /** Commits whose outcome was unknown and could not be confirmed (not counted as acknowledged). */
-  unconfirmed: number;
+  /** Commits whose outcome was unknown, decided by their markers (committed ones' writes are in `acked`), or unresolved. */
+  outcomes: OutcomeTally;
   acked: AckedWrite[];
   /** Generated sessions: how many times each shape ran (statements, transaction shapes, isolation levels). */
   shapes: Record<string, number>;
@@ -130,6 +145,13 @@ export const INITIAL_VERSION = 1n << 10n;
 /** Creates the sbtest tables on one node and loads identical rows (with the sink's flag, so no trigger stamps them). */
 export async function prepareWorkloadTables(url: string, opts: WorkloadOptions): Promise<void> {
   const versionColumn = opts.versionColumn ?? '_lww_ts';
+  const markers = await connect(url);
+  try {
+    await markers.query(createDatabaseSql(HARNESS_SCHEMA));
+    await markers.query(createWriterMarkersSql(HARNESS_SCHEMA));
+  } finally {
+    await markers.end();
+  }
   if (opts.schemaGen !== undefined) return prepareGeneratedTables(url, opts.schema, generatedTables(opts).schema!, versionColumn, INITIAL_VERSION);
   const conn = await connect(url, { init: ['SET @lww_apply = 1'] });
   try {
@@ -230,16 +252,6 @@ async function readOwnWrites(conn: Connection, opts: WorkloadOptions, node: stri
   return [...out.values()];
 }
 
-/** After a commit with unknown outcome: a write is confirmed when the key holds exactly its version. */
-async function confirm(conn: Connection, opts: WorkloadOptions, write: AckedWrite): Promise<boolean> {
-  const versionColumn = opts.versionColumn ?? '_lww_ts';
-  const [rows] = await conn.execute<RowDataPacket[]>(sbtest.read(opts.schema, write.table, versionColumn), [write.id]);
-  if (rows[0] && BigInt(rows[0].v as string) === write.version) return true;
-  const meta = opts.metaSchema ?? 'lww_meta';
-  const [tomb] = await conn.execute<RowDataPacket[]>(sbtest.readTombstone(meta, tombstoneTableName(opts.schema, write.table), versionColumn), [write.id]);
-  return tomb[0] !== undefined && BigInt(tomb[0].v as string) === write.version;
-}
-
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /** Runs `opts.threads` writers against one node until the duration or transaction budget is used. */
@@ -248,28 +260,31 @@ export async function runWriters(
   opts: WorkloadOptions,
   control: { stopped: boolean; skew?: ClockSkew } = { stopped: false },
 ): Promise<WriterStats> {
-  const stats: WriterStats = { node: node.name, transactions: 0, statements: 0, retries: 0, reconnects: 0, unconfirmed: 0, acked: [], shapes: {} };
+  const stats: WriterStats = { node: node.name, transactions: 0, statements: 0, retries: 0, reconnects: 0, outcomes: emptyTally(), acked: [], shapes: {} };
   const session = usesGeneratedSessions(opts) ? await sessionContext(node.url, opts) : undefined;
   const isolation = opts.isolation ?? 'repeatable-read';
   const deadline = opts.durationMs === undefined ? Number.POSITIVE_INFINITY : Date.now() + opts.durationMs;
   const budget = opts.transactionsPerThread ?? Number.POSITIVE_INFINITY;
   const seedBase = opts.seed * 7919 + [...node.name].reduce((n, ch) => n * 31 + ch.charCodeAt(0), 0);
+  const ledgers: Array<OutcomeLedger<AckedWrite>> = [];
 
   const thread = async (index: number) => {
     const random = seededRandom(seedBase + index * 104_729);
+    const ledger = new OutcomeLedger<AckedWrite>((writes) => stats.acked.push(...writes));
+    ledgers.push(ledger);
     let conn: Connection | null = null;
     let done = 0;
-    let pendingConfirm: AckedWrite[] = [];
+    let inDoubt: InDoubt<AckedWrite> | undefined;
+    let nextCheck = 0;
     while (done < budget && Date.now() < deadline && !control.stopped) {
       try {
         if (!conn) {
           conn = await connect(node.url, { connectTimeoutMs: 2000 });
           await conn.query(SET_ISOLATION_SQL[isolation === 'mixed' ? 'repeatable-read' : isolation]);
-          for (const w of pendingConfirm) {
-            if (await confirmWrite(conn, opts, session, w)) stats.acked.push(w);
-            else stats.unconfirmed++;
-          }
-          pendingConfirm = [];
+        }
+        if (ledger.size > 0 && Date.now() >= nextCheck) {
+          // The node answers again: decide what is pending (a still-undecided one waits for a later look).
+          if (!(await checkMarkers(node.url, HARNESS_SCHEMA, ledger))) nextCheck = Date.now() + 1000;
         }
         const skewMs = control.skew?.get(node.name) ?? 0;
         if (skewMs !== 0) await conn.execute(SET_TIMESTAMP_SQL, [(Date.now() + skewMs) / 1000]);
@@ -282,14 +297,25 @@ export async function runWriters(
         }
         await conn.query('BEGIN');
         const { writes, statements } = session ? await sessionTransaction(conn, random, session, node.name, level) : await sbtestTransaction(conn, random, opts, node.name);
-        pendingConfirm = writes;
+        // The marker, last before COMMIT: whether this row exists later says whether the transaction committed.
+        const marker = newMarker();
+        await conn.execute(writeWriterMarkerSql(HARNESS_SCHEMA), [marker]);
+        inDoubt = { marker, node: node.name, writes, error: '', at: Date.now() };
         await conn.query('COMMIT');
-        pendingConfirm = [];
+        inDoubt = undefined;
         stats.acked.push(...writes);
         stats.statements += statements;
         stats.transactions++;
         done++;
       } catch (err) {
+        if (inDoubt) {
+          // COMMIT was sent and did not answer OK (lost connection, or an error): only the marker can tell.
+          const e = err as { code?: string; message?: string };
+          ledger.add({ ...inDoubt, error: `${e.code ?? 'error'}: ${e.message ?? String(err)}` });
+          inDoubt = undefined;
+          nextCheck = 0;
+          done++; // its COMMIT was sent: it counts against the budget, whatever it turns out to be
+        }
         // The oracle could not be sure what the transaction changed, or the triggers asked for a retry
         // (SQLSTATE 40001: a replicated delete raced a local insert): roll back and go again.
         const retryState = err instanceof OracleUncertainError ? 'oracle:uncertain-retried' : (err as { sqlState?: string }).sqlState === '40001' ? 'retry:40001' : undefined;
@@ -306,7 +332,6 @@ export async function runWriters(
           await sleep(200);
           continue;
         }
-        pendingConfirm = [];
         if (!conn) {
           // Cannot connect (server stopped by a fault): wait and try again.
           stats.reconnects++;
@@ -322,12 +347,12 @@ export async function runWriters(
         throw err;
       }
     }
-    if (conn && pendingConfirm.length > 0) {
-      for (const w of pendingConfirm) if (await confirmWrite(conn, opts, session, w)) stats.acked.push(w);
-    }
     await conn?.end().catch(() => undefined);
   };
   await Promise.all(Array.from({ length: opts.threads }, (_, i) => thread(i)));
+  // After the last transaction: keep looking until every outcome is decided or the bound runs out.
+  await Promise.all(ledgers.map((l) => resolveOutcomes(node.url, HARNESS_SCHEMA, l, opts.resolveTimeoutMs ?? 60_000, () => control.stopped)));
+  stats.outcomes = addTallies(ledgers.map((l) => l.tally));
   if (session) {
     stats.shapes = Object.fromEntries([...session.shapes].sort(([a], [b]) => a.localeCompare(b)));
     stats.shapes[`isolation:${isolation}`] = stats.transactions;
@@ -358,11 +383,6 @@ async function sessionTransaction(conn: Connection, random: Random, ctx: Session
 async function sbtestTransaction(conn: Connection, random: Random, opts: WorkloadOptions, node: string): Promise<{ writes: AckedWrite[]; statements: number }> {
   const { touched, statements } = await runTransaction(conn, random, opts);
   return { writes: await readOwnWrites(conn, opts, node, touched), statements };
-}
-
-async function confirmWrite(conn: Connection, opts: WorkloadOptions, session: SessionContext | undefined, w: AckedWrite): Promise<boolean> {
-  if (session && w.text !== undefined) return confirmSeenWrite(conn, session, { node: w.node, table: w.table, id: String(w.id), version: w.version, text: w.text });
-  return confirm(conn, opts, w);
 }
 
 export interface ExpectedRow {

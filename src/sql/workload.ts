@@ -55,6 +55,34 @@ export function readMarkSql(schema: string): string {
   return `SELECT \`token\` FROM ${quoteTable(schema, 'harness_marks')} WHERE \`node\` = ?`;
 }
 
+/**
+ * The writers' commit markers: every writer transaction inserts one row with a unique id, so a commit
+ * whose reply was lost is decided by whether its row is there. Never installed or replicated: a row on
+ * a node was committed by that node's own writer. No version column (the triggers never see it).
+ */
+export const WRITER_MARKERS_TABLE = 'writer_markers';
+
+export function createWriterMarkersSql(schema: string): string {
+  return `CREATE TABLE IF NOT EXISTS ${quoteTable(schema, WRITER_MARKERS_TABLE)} (\`id\` CHAR(36) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY) ENGINE=InnoDB`;
+}
+
+/** Bound: id. Written last in the transaction, just before COMMIT. */
+export function writeWriterMarkerSql(schema: string): string {
+  return `INSERT INTO ${quoteTable(schema, WRITER_MARKERS_TABLE)} (\`id\`) VALUES (?)`;
+}
+
+/**
+ * Bound: `count` ids. Which of these markers exist. A locking read: it waits for a transaction that
+ * inserted one and is still undecided (its COMMIT in flight, or its session not yet gone), so an
+ * absent marker means the transaction rolled back, not that it has not committed yet.
+ */
+export function readWriterMarkersSql(schema: string, count: number): string {
+  return `SELECT \`id\` FROM ${quoteTable(schema, WRITER_MARKERS_TABLE)} WHERE \`id\` IN (${new Array(count).fill('?').join(', ')}) LOCK IN SHARE MODE`;
+}
+
+/** Resolving markers waits for undecided transactions only this long per attempt (seconds). */
+export const SHORT_LOCK_WAIT_SQL = 'SET SESSION innodb_lock_wait_timeout = 1';
+
 export function dropDatabaseSql(schema: string): string {
   return `DROP DATABASE IF EXISTS ${quoteIdent(schema)}`;
 }

@@ -123,6 +123,7 @@ describeEachEngine('harness faults do what they say', { count: 2, extraArgs: ['-
     // Every write a writer saw committed on n2 before the kill is there (and replicated) afterwards.
     expect(r.converged).toBe(true);
     expect(r.expectationMismatches).toEqual([]);
+    expect(r.unknownOutcomes.unresolved).toEqual([]);
     // The replicator rode it out: sinks retried and capture reconnected inside each direction.
     expect(r.directions.map((d) => d.name)).toEqual(['n1→n2', 'n2→n1']);
     expect(r.replicatorStarts).toBe(1);

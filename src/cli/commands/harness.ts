@@ -1,9 +1,9 @@
 // lww-sink harness: one bidirectional run with writers on both nodes, faults, and the checks.
 import { harnessAudit } from '../../harness/audit-step.ts';
-import { runHarness, type HarnessResult } from '../../harness/harness.ts';
+import { failureReasons, type HarnessResult, runHarness } from '../../harness/harness.ts';
 import { ReplicatorExitError } from '../../harness/replicator-process.ts';
-import { consoleLogger, toJson } from '../logger.ts';
 import { parseCommandArgs, usageProblems } from '../args.ts';
+import { consoleLogger, toJson } from '../logger.ts';
 import { WORKLOAD_HELP, workloadFlagOptions, workloadFlagsOrProblem } from '../workload-flags.ts';
 
 export const summary = 'run writers on two fresh servers with replication both ways, inject faults, then check convergence';
@@ -20,16 +20,18 @@ export function describeResult(r: HarnessResult): string {
   return [
     `mode ${r.mode} on ${r.engine}, seed ${r.seed}: ${r.transactions} transactions in ${(r.durationMs / 1000).toFixed(1)}s (${r.throughput.toFixed(0)}/s), ${r.faultsInjected} faults`,
     `converged: ${r.converged ? 'yes' : 'NO'}; diverged keys: ${r.divergedKeys}; keys differing from the writers' expected state: ${new Set(r.expectationMismatches.map((m) => m.key)).size}`,
+    `unknown commit outcomes (decided by their markers): committed ${r.unknownOutcomes.committed}, not committed ${r.unknownOutcomes.notCommitted}, unresolved ${r.unknownOutcomes.unresolved.length}`,
     `replication: applied ${r.replication.applied}, stale skipped ${r.replication.staleSkipped}, skipped by tombstone ${r.replication.skippedByTombstone}`,
     `audit: ${audit}`,
     `harness event loop delay: max ${r.harnessLoopDelayMs.max} ms, p99 ${r.harnessLoopDelayMs.p99} ms`,
     `replicator: started ${r.replicatorStarts}×, killed ${r.replicatorKills}×; directions: ${r.directions.map((d) => `${d.name} restarts=${d.restarts}${d.lastError ? ` last-error="${d.lastError}"` : ''}`).join(', ') || 'none reported'}`,
     ...r.faults.map(
       (f) =>
-        `fault ${f.kind}${f.node ? ` ${f.node}` : ''}${f.mode ? ` ${f.mode}` : ''} at ${(f.atMs / 1000).toFixed(1)}s: ` +
+        `fault ${f.kind}${f.node ? ` ${f.node}` : ''}${f.target ? ` ${f.target}` : ''}${f.mode ? ` ${f.mode}` : ''} at ${(f.atMs / 1000).toFixed(1)}s: ` +
         (f.tookEffect ? `down ${(f.downtimeMs / 1000).toFixed(1)}s` : 'no effect') +
         `${f.stopMs === undefined ? '' : ` (stopping took ${(f.stopMs / 1000).toFixed(1)}s)`}${f.connections === undefined ? '' : `, ${f.connections} connections`}${f.note ? `, ${f.note}` : ''}`,
     ),
+    ...failureReasons(r).map((reason) => `FAILED: ${reason}`),
     ...(r.shapes ? [`generated shapes (seed ${r.seed}): ${Object.entries(r.shapes).map(([k, v]) => `${k}=${v}`).join(' ')}`] : []),
   ].join('\n');
 }
@@ -62,6 +64,5 @@ export async function run(argv: string[]): Promise<number> {
     throw e;
   }
   console.log(values.json ? toJson(result, 2) : describeResult(result));
-  const clean = result.converged && result.expectationMismatches.length === 0 && (result.audit?.findings ?? 0) === 0;
-  return clean ? 0 : 1;
+  return failureReasons(result).length === 0 ? 0 : 1;
 }
