@@ -161,7 +161,15 @@ export class Failpoints {
  * sent reach the server and its reply waits unread in the socket.
  */
 export function killProcessAt(name: FailpointName, detail: Record<string, unknown>, holdMs = 0): never {
-  writeSync(2, `${JSON.stringify({ failpoint: name, pid: process.pid, ...detail }, (_, v) => (typeof v === 'bigint' ? v.toString() : v))}\n`);
+  const line = Buffer.from(`${JSON.stringify({ failpoint: name, pid: process.pid, ...detail }, (_, v) => (typeof v === 'bigint' ? v.toString() : v))}\n`);
+  // stderr may be a non-blocking pipe: a full one says EAGAIN until the reader catches up.
+  for (let off = 0, tries = 0; off < line.length && tries < 1000; tries++) {
+    try {
+      off += writeSync(2, line, off);
+    } catch {
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 5);
+    }
+  }
   if (holdMs > 0) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, holdMs);
   process.kill(process.pid, 'SIGKILL');
   // SIGKILL to oneself is delivered before kill() returns; this is never reached.
