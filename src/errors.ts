@@ -129,6 +129,26 @@ export class MissingTombstoneError extends LwwError {
   }
 }
 
+/**
+ * Rows of one table clash on secondary UNIQUE values in a way last-write-wins cannot order the same
+ * on every node (the incoming row is newer than some holders and older than others, or a holder
+ * cannot be found by its values): applying either way could leave the nodes different, so the
+ * direction stops. Permanent: the same change meets the same rows again.
+ */
+export class UniqueClashError extends LwwError {
+  readonly permanent = true;
+  constructor(
+    readonly schema: string,
+    readonly table: string,
+    detail: string,
+  ) {
+    super(
+      `${schema}.${table}: a replicated row clashes on a secondary UNIQUE key and last-write-wins cannot resolve it the same way on every node: ${detail}. ` +
+        'Resolve the rows by hand on every node (keep one row per UNIQUE value), then restart the replicator.',
+    );
+  }
+}
+
 /** The binlog holds something capture cannot turn into changes without loss; it stops instead of skipping it. */
 export class CaptureError extends LwwError {
   constructor(

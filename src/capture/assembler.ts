@@ -23,6 +23,8 @@ import { type BinlogPosition, comparePositions, formatPosition } from './positio
 
 /** The table every sink transaction writes its checkpoint to (see src/sql/checkpoint.ts). */
 export const CHECKPOINT_TABLE = 'checkpoints';
+/** The sink's conflict log (the audit reads which rows a UNIQUE clash removed). */
+export const CONFLICT_TABLE = 'conflicts';
 
 /** Binlog events reduced to what grouping needs (reader.ts builds them from zongji's events). */
 export type CaptureEvent =
@@ -72,6 +74,14 @@ export interface TombstoneWrite {
   version: bigint;
 }
 
+/** A conflict-log row: which table, why, and the version of the row it names. */
+export interface ConflictWrite {
+  schema: string;
+  table: string;
+  reason: string;
+  version: bigint;
+}
+
 /** What the history audit needs beyond the changes; only emitted with `includeApplied`. */
 export interface TransactionDetails {
   /** The transaction wrote <meta>.checkpoints: a sink applied it (not a local write). */
@@ -84,6 +94,8 @@ export interface TransactionDetails {
   untombstoned: number[];
   /** Every tombstone row written, also those without a row delete (the row was absent or newer). */
   tombstones: TombstoneWrite[];
+  /** Conflict-log rows the transaction wrote (a sink resolving a UNIQUE clash). */
+  conflicts?: ConflictWrite[];
   /** Commit time from the binlog event header (ms, second resolution), when the event carried one. */
   timestamp?: number;
 }
@@ -198,6 +210,7 @@ interface OpenTransaction {
   keyColumns: Map<string, string[]>;
   /** Tombstone rows in write order (kept with includeApplied only). */
   tombstoneWrites: TombstoneWrite[];
+  conflictWrites?: ConflictWrite[];
   /** Binlog bytes of the changes not emitted yet. */
   bytes: number;
   /** Chunks of it were emitted already, and how many changes they held. */
@@ -359,6 +372,8 @@ export class TransactionAssembler {
           );
         }
         txn.appliedBySink = true;
+      } else if (event.table === CONFLICT_TABLE) {
+        if (this.options.includeApplied && event.op === 'insert') this.recordConflicts(txn, event);
       } else this.recordTombstones(txn, event);
       return [];
     }
@@ -459,6 +474,15 @@ export class TransactionAssembler {
     return item;
   }
 
+  private recordConflicts(txn: OpenTransaction, event: Extract<CaptureEvent, { type: 'rows' }>): void {
+    for (const row of event.rows as Row[]) {
+      const version = row.version;
+      if (version === null || version === undefined) continue;
+      txn.conflictWrites ??= [];
+      txn.conflictWrites.push({ schema: String(row.schema_name), table: String(row.table_name), reason: String(row.reason), version: BigInt(String(version)) });
+    }
+  }
+
   /** Tombstone rows (any metadata table but the checkpoints): key columns are all but the version. */
   private recordTombstones(txn: OpenTransaction, event: Extract<CaptureEvent, { type: 'rows' }>): void {
     if (event.op === 'delete') return; // tombstone garbage collection
@@ -548,6 +572,7 @@ export class TransactionAssembler {
     if (timestamp !== undefined) item.txn.sourceTimeMs = timestamp;
     if (audit) {
       item.details = { applied: txn.appliedBySink, untombstoned, tombstones: txn.tombstoneWrites };
+      if (txn.conflictWrites) item.details.conflicts = txn.conflictWrites;
       if (timestamp !== undefined) item.details.timestamp = timestamp;
     }
     return [item];

@@ -18,6 +18,10 @@
 //   the window (it was written before the window: `outsideWindow`, not judged).
 // - inconsistent: a replicated write with the version of a peer's local write of the key, but another
 //   operation or other values (columns present in both images compared by canonical text).
+// A sink's delete marked `uniqueClash` (last-write-wins across a secondary UNIQUE key, apply.ts) is
+// neither: it is counted in `uniqueClashRemovals`, and its version still counts as held. A sink's
+// upsert marked `setNull` (a SET NULL foreign key cleared, its parent deleted) is not inconsistent
+// for those values: counted in `foreignKeySetNull`.
 import { nodeIdOf } from '../model/version.ts';
 import { type AuditFinding, type AuditReport, type AuditWrite, emptyAuditCounts } from './audit-report.ts';
 
@@ -39,6 +43,14 @@ export interface KeyWrite {
   values?: Record<string, string | null>;
   /** The version of the row this write replaced or removed (update and delete before images). */
   before?: bigint;
+  /**
+   * A sink's removal of a row that lost a secondary UNIQUE value to a newer row (its transaction's
+   * conflict log names the table and this version): a delete at the removed row's own version,
+   * which the origin wrote as an upsert.
+   */
+  uniqueClash?: true;
+  /** A sink's upsert with an ON DELETE SET NULL foreign key cleared (its parent was deleted): other values than the origin's. */
+  setNull?: true;
 }
 
 export interface HistoryTransaction {
@@ -68,7 +80,7 @@ export interface ClassifyOptions {
 }
 
 /** The part of the audit report that classification decides. */
-export type Classification = Pick<AuditReport, 'counts' | 'lwwSkipped' | 'delivered' | 'outsideWindow' | 'unknownVersionDeletes' | 'findings' | 'findingsTruncated'>;
+export type Classification = Pick<AuditReport, 'counts' | 'lwwSkipped' | 'delivered' | 'outsideWindow' | 'unknownVersionDeletes' | 'uniqueClashRemovals' | 'foreignKeySetNull' | 'cascadeSideEffects' | 'findings' | 'findingsTruncated'>;
 
 /**
  * Nets out the rows a sink transaction inserted and removed again before commit: the sink's upsert
@@ -79,7 +91,8 @@ export type Classification = Pick<AuditReport, 'counts' | 'lwwSkipped' | 'delive
  * spelling of a collated key in the same statement), and the delete of exactly that row (each before
  * image carries the previous version) become nothing, or, when a tombstone write of the transaction
  * was matched to that delete, a tombstone-only delete with its version (what the transaction left).
- * Everything else is kept as written.
+ * An insert followed only by updates of that row becomes one insert of the last version. Everything
+ * else is kept as written.
  */
 export function withoutTransientInserts(writes: readonly KeyWrite[]): KeyWrite[] {
   const out: Array<KeyWrite | undefined> = [...writes];
@@ -96,11 +109,23 @@ export function withoutTransientInserts(writes: readonly KeyWrite[]): KeyWrite[]
       else chains.delete(id);
       return;
     }
+    // A tombstone written without a row delete (listed after the row changes) leaves the row alone.
+    if (w.before === undefined) return;
     chains.delete(id);
     if (!continues) return;
     for (const at of chain!) out[at] = undefined;
-    out[i] = w.version === undefined ? undefined : { table: w.table, keyText: w.keyText, key: w.key, op: 'delete', version: w.version };
+    out[i] = w.version === undefined ? undefined : { table: w.table, keyText: w.keyText, key: w.key, op: 'delete', version: w.version, ...(w.uniqueClash ? { uniqueClash: true } : {}) };
   });
+  // An insert overwritten by newer versions of the same row later in the transaction (a second
+  // spelling of a collated key in the same statement): only the last is ever seen, as an insert.
+  for (const chain of chains.values()) {
+    if (chain.length < 2) continue;
+    const last = out[chain[chain.length - 1]!];
+    if (last?.op !== 'upsert') continue;
+    for (const at of chain.slice(0, -1)) out[at] = undefined;
+    const { before: _gone, ...insert } = last;
+    out[chain[chain.length - 1]!] = insert;
+  }
   return out.filter((w): w is KeyWrite => w !== undefined);
 }
 
@@ -253,6 +278,9 @@ export function classifyHistory(histories: readonly NodeHistory[], options: Clas
     delivered: 0,
     outsideWindow: 0,
     unknownVersionDeletes: 0,
+    uniqueClashRemovals: 0,
+    foreignKeySetNull: 0,
+    cascadeSideEffects: 0,
     findings: [],
     findingsTruncated: false,
   };
@@ -333,11 +361,21 @@ export function classifyHistory(histories: readonly NodeHistory[], options: Clas
       for (const seen of k.writes) {
         if (!seen.txn.applied) continue;
         const w = seen.write;
+        if (w.uniqueClash) {
+          result.uniqueClashRemovals++;
+          continue;
+        }
         if (w.version === undefined) {
           if (w.op === 'delete') result.unknownVersionDeletes++;
           continue;
         }
         const origins = (index.local.get(id)?.get(w.version) ?? []).filter((o) => o.node !== node);
+        if (origins.length === 0 && w.op === 'upsert' && w.before === w.version) {
+          // The row kept its version and changed: a foreign key's cascade on the target (MySQL logs
+          // cascaded changes inside the sink's transaction; no trigger stamps them).
+          result.cascadeSideEffects++;
+          continue;
+        }
         if (origins.length === 0) {
           const originNode = histories.findIndex((h) => h.nodeId === nodeIdOf(w.version!));
           if (originNode >= 0) {
@@ -358,6 +396,10 @@ export function classifyHistory(histories: readonly NodeHistory[], options: Clas
           continue;
         }
         if (origins.some((o) => sameContent(o.write, w))) continue;
+        if (w.setNull && origins.some((o) => o.write.op === 'upsert')) {
+          result.foreignKeySetNull++;
+          continue;
+        }
         const origin = origins[0]!;
         add({
           class: 'inconsistent',

@@ -1,6 +1,7 @@
 // What the history audit reports, and its two renderings: a human table and JSON (versions as strings).
-import { nodeLabel } from './report.ts';
+
 import { clip, reportToJson, shown } from './format.ts';
+import { nodeLabel } from './report.ts';
 
 export const AUDIT_CLASSES = ['lww_violation', 'lost', 'redundant', 'inconsistent'] as const;
 
@@ -74,6 +75,12 @@ export interface AuditReport {
   outsideWindow: number;
   /** Replicated deletes without a tombstone (a non-LWW sink): their version is unknown, not judged. */
   unknownVersionDeletes: number;
+  /** Rows a sink removed because a newer row took their secondary UNIQUE value (last-write-wins across the key). */
+  uniqueClashRemovals: number;
+  /** Rows a sink wrote with an ON DELETE SET NULL foreign key cleared because the parent was deleted. */
+  foreignKeySetNull: number;
+  /** Rows changed in a sink's transaction with their version unchanged (a foreign key's cascade on the target): not judged. */
+  cascadeSideEffects: number;
   findings: AuditFinding[];
   findingsTruncated: boolean;
   notes: string[];
@@ -147,6 +154,9 @@ export function formatAuditReport(report: AuditReport): string {
       ['delivered (ok)', String(report.delivered)],
       ...(report.outsideWindow > 0 ? [['outside window (not judged)', String(report.outsideWindow)]] : []),
       ...(report.unknownVersionDeletes > 0 ? [['untombstoned deletes (not judged)', String(report.unknownVersionDeletes)]] : []),
+      ...(report.uniqueClashRemovals > 0 ? [['removed by a UNIQUE clash (ok)', String(report.uniqueClashRemovals)]] : []),
+      ...(report.cascadeSideEffects > 0 ? [['cascaded in a sink transaction, version kept (not judged)', String(report.cascadeSideEffects)]] : []),
+      ...(report.foreignKeySetNull > 0 ? [['foreign key set NULL, parent deleted (ok)', String(report.foreignKeySetNull)]] : []),
     ])
       .split('\n')
       .map((l) => `  ${l}`)

@@ -20,7 +20,6 @@ import type { Row, SourceTransaction } from '../model/change.ts';
 import { tombstoneTableName } from '../model/names.ts';
 import { parseVersion } from '../model/version.ts';
 import { MARIADB_JSON_CHECKS_SQL, rowsByKeySql } from '../sql/checksum.ts';
-import { type RegisteredTable, readRegisteredTables } from './registry.ts';
 import { VERSION_SQL } from '../sql/introspect.ts';
 import { readNodeIdSql } from '../sql/replicator.ts';
 import { type Logger, silentLogger } from '../writer/options.ts';
@@ -29,6 +28,7 @@ import { classifyHistory, type HistoryTransaction, type KeyWrite, keyIdOf, lostC
 import type { AuditNodeSummary, AuditReport } from './audit-report.ts';
 import { canonicalValue, keyParam, type ValueColumn } from './compare-values.ts';
 import { collatedIdentities, type KeyCollation, keyCollations } from './key-identity.ts';
+import { type RegisteredTable, readRegisteredTables } from './registry.ts';
 import { nodeLabel } from './report.ts';
 import { CheckerNodeError, parseTableName } from './state-check.ts';
 
@@ -251,6 +251,15 @@ function toHistory(
 ): HistoryTransaction {
   const writes: KeyWrite[] = [];
   const untombstoned = new Set(details?.untombstoned ?? []);
+  // Writes the sink logged as resolved (apply.ts): rows a UNIQUE clash removed, rows written with a
+  // SET NULL foreign key cleared; by table and version.
+  const resolved = new Map((details?.conflicts ?? []).map((c) => [`${c.schema}.${c.table}\u0000${c.version}`, c.reason]));
+  const markResolved = (w: KeyWrite) => {
+    const reason = w.version === undefined ? undefined : resolved.get(`${w.table}\u0000${w.version}`);
+    if (w.op === 'delete' && reason?.startsWith('unique key clash: removed')) w.uniqueClash = true;
+    if (w.op === 'upsert' && reason?.startsWith('foreign key set null')) w.setNull = true;
+    return w;
+  };
   // Tombstone writes of each key in order: the n-th delete of a key in the transaction wrote the n-th.
   const tombstones = new Map<string, Array<{ info: TableInfo; image: KeyImage; version: bigint; used: boolean }>>();
   for (const t of details?.tombstones ?? []) {
@@ -266,9 +275,21 @@ function toHistory(
     const id = keyIdOf(info.name, image.text);
     if (!keys.has(id)) keys.set(id, { info, raw: image.raw });
   };
-  const deleteOf = (info: TableInfo, image: KeyImage, version: bigint | undefined, before: bigint | undefined): KeyWrite => {
+  const deleteOf = (info: TableInfo, image: KeyImage, version: bigint | undefined, before: bigint | undefined, keyChange = false): KeyWrite => {
     const list = tombstones.get(keyIdOf(info.name, image.text));
-    const next = list?.find((t) => !t.used);
+    // A key change's delete half has the update's version: it takes that tombstone, or none (a sink
+    // respelling a collated key writes none). A delete removes a row older than its tombstone (or,
+    // a UNIQUE clash's removal, as old): a tombstone below the removed row's version was written by
+    // a delete that found the row newer.
+    const next = keyChange
+      ? list?.find((t) => !t.used && t.version === version)
+      : (list?.find((t) => !t.used && (before === undefined || t.version >= before)) ?? list?.find((t) => !t.used));
+    if (keyChange && next === undefined) {
+      const w: KeyWrite = { table: info.name, keyText: image.text, key: image.key, op: 'delete', version };
+      if (before !== undefined) w.before = before;
+      remember(info, image);
+      return w;
+    }
     if (next && version !== undefined) next.used = true;
     // Every tombstone write of the key in this transaction already belongs to an earlier delete: this
     // one wrote none (capture's lenient lookup gave it the same tombstone's version again).
@@ -276,14 +297,14 @@ function toHistory(
     const w: KeyWrite = { table: info.name, keyText: image.text, key: image.key, op: 'delete', version: own };
     if (before !== undefined) w.before = before;
     remember(info, image);
-    return w;
+    return markResolved(w);
   };
   const upsertOf = (info: TableInfo, row: Row, version: bigint, before: bigint | undefined): KeyWrite => {
     const image = keyImage(info, row);
     const w: KeyWrite = { table: info.name, keyText: image.text, key: image.key, op: 'upsert', version, values: valuesOf(info, row) };
     if (before !== undefined) w.before = before;
     remember(info, image);
-    return w;
+    return markResolved(w);
   };
   txn.changes.forEach((c, i) => {
     const info = session.tables.get(`${c.schema}.${c.table}`);
@@ -298,7 +319,7 @@ function toHistory(
         writes.push(upsertOf(info, c.after!, c.version, before));
       } else {
         // A primary-key change: a delete of the old key and an upsert of the new one, same version.
-        writes.push(deleteOf(info, oldKey, c.version, before));
+        writes.push(deleteOf(info, oldKey, c.version, before, true));
         writes.push(upsertOf(info, c.after!, c.version, undefined));
       }
     } else {
@@ -309,7 +330,7 @@ function toHistory(
   for (const list of tombstones.values()) {
     for (const t of list) {
       if (t.used) continue;
-      writes.push({ table: t.info.name, keyText: t.image.text, key: t.image.key, op: 'delete', version: t.version });
+      writes.push(markResolved({ table: t.info.name, keyText: t.image.text, key: t.image.key, op: 'delete', version: t.version }));
       remember(t.info, t.image);
     }
   }
@@ -583,6 +604,9 @@ export async function auditHistory(options: AuditOptions): Promise<AuditReport> 
       delivered: result.delivered,
       outsideWindow: result.outsideWindow,
       unknownVersionDeletes: result.unknownVersionDeletes,
+      uniqueClashRemovals: result.uniqueClashRemovals,
+      foreignKeySetNull: result.foreignKeySetNull,
+      cascadeSideEffects: result.cascadeSideEffects,
       findings: result.findings,
       findingsTruncated: result.findingsTruncated,
       notes,

@@ -30,6 +30,16 @@ export interface TableMeta {
   tombstoneTable: string;
   /** Tables its foreign keys reference (tableKey), itself excluded: written before it, deleted after it. */
   parents?: string[];
+  /** Its foreign keys with ON DELETE SET NULL (what a row referencing a deleted parent becomes). */
+  setNullKeys?: SetNullForeignKey[];
+}
+
+export interface SetNullForeignKey {
+  name: string;
+  columns: string[];
+  parentSchema: string;
+  parentTable: string;
+  parentColumns: string[];
 }
 
 export function tableKey(schema: string, table: string): string {

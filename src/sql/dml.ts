@@ -371,7 +371,10 @@ export function readBackVersions(shape: TableShape, tomb: TombstoneShape, keys: 
     sql:
       `SELECT ${quoteIdent(ROW_ALIAS)}.${quoteIdent(INDEX_COLUMN)} AS ${quoteIdent(INDEX_COLUMN)}, ${target}.${v} AS row_version, ${tombTable}.${quoteIdent(tomb.versionColumn)} AS tomb_version` +
       ` FROM (${derivedRows(names, exprs, keys.length)}) AS ${quoteIdent(ROW_ALIAS)}` +
-      ` LEFT JOIN ${target} ON ${on(target)} LEFT JOIN ${tombTable} ON ${on(tombTable)}`,
+      ` LEFT JOIN ${target} ON ${on(target)} LEFT JOIN ${tombTable} ON ${on(tombTable)}` +
+      // A locking read sees the latest committed versions, as the upsert did; the transaction's
+      // snapshot could miss a newer row a local write committed since, and take a stale skip for a clash.
+      ' LOCK IN SHARE MODE',
     values: keys.flatMap((k, i) => [String(i), ...k.map(bound)]),
   };
 }
@@ -391,6 +394,71 @@ export function sameKeys(shape: Pick<TableShape, 'primaryKey' | 'keyPlaceholders
       if (p.length !== 2 * n) throw new Error(`a key pair has ${p.length} values, expected ${2 * n}`);
       return p.slice(0, n).flatMap((v, k) => [bound(v), bound(p[n + k]!)]);
     }),
+  };
+}
+
+/** A secondary UNIQUE key's values in one row: columns, their typed placeholders (keyPlaceholder) and values. */
+export interface UniqueValues {
+  columns: readonly string[];
+  placeholders: readonly string[];
+  values: readonly SqlValue[];
+}
+
+/** `(u1 = ? AND u2 = ?) OR (…)` over the given unique keys, and NOT the row's own primary key. */
+function holdingUnique(shape: TableShape, uniques: readonly UniqueValues[], ownKey: readonly SqlValue[]): Statement {
+  const any = uniques.map((u) => keyEquals(u.columns, u.placeholders)).join(' OR ');
+  return {
+    sql: `(${any}) AND NOT ${keyEquals(shape.primaryKey, shape.keyPlaceholders)}`,
+    values: [...uniques.flatMap((u) => u.values.map(bound)), ...ownKey.map(bound)],
+  };
+}
+
+/**
+ * The rows other than `ownKey` holding any of the given UNIQUE values (compared under the columns'
+ * collations, as the unique index compares them), locked. Returns their primary-key columns and
+ * `_lww_v` (the version as text).
+ */
+export function uniqueHolders(shape: TableShape, uniques: readonly UniqueValues[], ownKey: readonly SqlValue[]): Statement {
+  const where = holdingUnique(shape, uniques, ownKey);
+  const cols = [...shape.primaryKey.map(quoteIdent), `CAST(${quoteIdent(shape.versionColumn)} AS CHAR) AS ${quoteIdent('_lww_v')}`];
+  return { sql: `SELECT ${cols.join(', ')} FROM ${quoteTable(shape.schema, shape.table)} WHERE ${where.sql} FOR UPDATE`, values: where.values };
+}
+
+/**
+ * Tombstones for the rows holding the given UNIQUE values, each at the holder's own version (read
+ * server-side, so key values never make a round trip through the client's types).
+ */
+export function tombstoneHolders(shape: TableShape, tomb: TombstoneShape, uniques: readonly UniqueValues[], ownKey: readonly SqlValue[], dialect: Dialect): Statement {
+  const where = holdingUnique(shape, uniques, ownKey);
+  const target = quoteTable(tomb.metaSchema, tomb.tombstoneTable);
+  const v = quoteIdent(tomb.versionColumn);
+  const cols = quoteList([...tomb.primaryKey, tomb.versionColumn]);
+  // A derived table: MySQL refuses the row alias after INSERT … SELECT, and VALUES() is deprecated there.
+  const src = `SELECT ${cols} FROM ${quoteTable(shape.schema, shape.table)} WHERE ${where.sql}`;
+  const incoming = (c: string) => (usesRowAlias(dialect) ? `${quoteIdent('_lww_h')}.${quoteIdent(c)}` : `VALUES(${quoteIdent(c)})`);
+  // As upsertTombstones: a newer tombstone also takes the removed row's key spelling.
+  const newer = `${incoming(tomb.versionColumn)} > ${target}.${v}`;
+  const keys = tomb.primaryKey.map((k) => `${quoteIdent(k)} = IF(${newer}, ${incoming(k)}, ${target}.${quoteIdent(k)})`);
+  return {
+    sql: `INSERT INTO ${target} (${cols}) SELECT * FROM (${src}) AS ${quoteIdent('_lww_h')} ON DUPLICATE KEY UPDATE ${[...keys, `${v} = GREATEST(${target}.${v}, ${incoming(tomb.versionColumn)})`].join(', ')}`,
+    values: where.values,
+  };
+}
+
+/** Deletes the rows holding the given UNIQUE values, other than `ownKey`, whose version is below `below`. */
+export function deleteHolders(shape: TableShape, uniques: readonly UniqueValues[], ownKey: readonly SqlValue[], below: string): Statement {
+  const where = holdingUnique(shape, uniques, ownKey);
+  return {
+    sql: `DELETE FROM ${quoteTable(shape.schema, shape.table)} WHERE ${where.sql} AND ${quoteIdent(shape.versionColumn)} < ${VERSION_PLACEHOLDER}`,
+    values: [...where.values, below],
+  };
+}
+
+/** Whether a row with these column values exists, read with a shared lock (latest committed, held to commit). */
+export function rowExists(schema: string, table: string, match: UniqueValues): Statement {
+  return {
+    sql: `SELECT 1 AS ${quoteIdent('found')} FROM ${quoteTable(schema, table)} WHERE ${keyEquals(match.columns, match.placeholders)} LIMIT 1 LOCK IN SHARE MODE`,
+    values: match.values.map(bound),
   };
 }
 

@@ -15,12 +15,14 @@
 // such a key waits for the sink's row lock, and a tombstone committed before is seen by the
 // locking read whatever the snapshot.
 import type { Connection, ResultSetHeader, RowDataPacket } from 'mysql2/promise';
-import { OwnershipLostError } from '../errors.ts';
+import { OwnershipLostError, UniqueClashError } from '../errors.ts';
 import { TypedJson } from '../model/json.ts';
+import { tombstoneTableName } from '../model/names.ts';
 import type { TableMeta } from '../model/table.ts';
 import { advanceCheckpointSql, readCheckpointSql } from '../sql/checkpoint.ts';
 import type { Dialect } from '../sql/dialect.ts';
 import {
+  deleteHolders,
   deleteTombstoned,
   guardedDelete,
   insertConflictSql,
@@ -30,10 +32,14 @@ import {
   plainDelete,
   readBackVersions,
   replaceRows,
+  rowExists,
   type Statement,
   type TableShape,
   type TombstoneShape,
   tombstonedKeys,
+  tombstoneHolders,
+  type UniqueValues,
+  uniqueHolders,
   upsertTombstones,
 } from '../sql/dml.ts';
 import type { KeyPlan, PlannedUpsert, TablePlan } from './coalesce.ts';
@@ -291,6 +297,16 @@ async function upsertPart(ctx: ApplyContext, meta: TableMeta, part: KeyPlan[], c
     counts.skippedStale += o.skipped - clashed.length - held;
     return clashed;
   } catch (err) {
+    if (checked && isMissingParent(err) && meta.setNullKeys) {
+      if (part.length > 1) {
+        const clashed: KeyPlan[] = [];
+        for (const one of part) clashed.push(...(await upsertPart(ctx, meta, [one], counts, hasUnique, true)));
+        return clashed;
+      }
+      const nulled = await nullDeletedParents(ctx, meta, part[0]!);
+      if (nulled) return upsertPart(ctx, meta, [nulled], counts, hasUnique, true);
+      throw err;
+    }
     if (!checked && isMissingParent(err)) {
       const held = await tombstonedAt(ctx, meta, part, part.map((k) => k.upsert!.version));
       counts.skippedByTombstone += held.size;
@@ -303,6 +319,41 @@ async function upsertPart(ctx: ApplyContext, meta: TableMeta, part: KeyPlan[], c
     for (const one of part) clashed.push(...(await upsertPart(ctx, meta, [one], counts, hasUnique, checked)));
     return clashed;
   }
+}
+
+/**
+ * A row whose ON DELETE SET NULL foreign key names a parent that was deleted (its tombstone is
+ * there, the row is not): the row as that foreign key leaves it — those columns NULL — as the
+ * target's own cascade does to the same row when the parent's delete arrives after it (the peer
+ * that wrote the row ends the same way). Logged, so the audit knows the applied values differ from
+ * the origin's. Undefined when no such parent was found (the foreign key error stands).
+ */
+async function nullDeletedParents(ctx: ApplyContext, meta: TableMeta, k: KeyPlan): Promise<KeyPlan | undefined> {
+  const up = k.upsert!;
+  const row = [...up.row];
+  const nulled: string[] = [];
+  for (const fk of meta.setNullKeys ?? []) {
+    const idx = fk.columns.map((c) => meta.writableColumns.indexOf(c));
+    if (idx.some((i) => i < 0 || row[i] === null)) continue;
+    const match: UniqueValues = {
+      columns: fk.parentColumns,
+      placeholders: fk.columns.map((c) => keyPlaceholder(meta.columns.find((m) => m.name === c)!)),
+      values: idx.map((i) => row[i]!),
+    };
+    const parent = `${fk.parentSchema}.${fk.parentTable}`;
+    if ((await select(ctx, parent, rowExists(fk.parentSchema, fk.parentTable, match))).length > 0) continue;
+    // The parent's tombstone table is keyed by its primary key: a foreign key to other columns
+    // cannot be checked there, and the error stands.
+    const tombstone = tombstoneTableName(fk.parentSchema, fk.parentTable);
+    const deleted = await select(ctx, parent, rowExists(ctx.metaSchema, tombstone, match)).catch(() => []);
+    if (deleted.length === 0) continue;
+    for (const i of idx) row[i] = null;
+    nulled.push(`${fk.name} (${fk.columns.join(', ')})`);
+  }
+  if (nulled.length === 0) return undefined;
+  const changed: PlannedUpsert = { ...up, row };
+  await logConflict(ctx, meta, changed, `foreign key set null: ${nulled.join(', ')} named a deleted parent`);
+  return { ...k, upsert: changed };
 }
 
 /**
@@ -339,14 +390,117 @@ async function applyUpserts(ctx: ApplyContext, meta: TableMeta, keys: KeyPlan[],
   for (let i = 0; i < pending.length; i++) {
     const up = pending[i]!.upsert!;
     const st = stored[i]!;
-    if (st.tomb !== undefined && st.tomb >= up.version) counts.skippedByTombstone++;
-    else if (st.row === up.version) counts.updated++;
-    else if (st.row !== undefined && st.row > up.version) counts.skippedStale++;
-    else {
-      counts.uniqueClashes++;
-      await logConflict(ctx, meta, up, 'unique key clash (another row holds the same secondary UNIQUE key)');
-    }
+    if (!settled(up, st, counts)) await resolveUniqueClash(ctx, meta, pending[i]!, counts);
   }
+}
+
+/** Counts an upsert whose key's stored state decides it (landed, newer row, newer tombstone); false when it clashed. */
+function settled(up: PlannedUpsert, st: Stored, counts: TableCounters): boolean {
+  if (st.tomb !== undefined && st.tomb >= up.version) counts.skippedByTombstone++;
+  else if (st.row === up.version) counts.updated++;
+  else if (st.row !== undefined && st.row > up.version) counts.skippedStale++;
+  else return false;
+  return true;
+}
+
+/** The incoming row's values of every secondary UNIQUE key that can clash (no NULL column). */
+function uniqueValuesOf(meta: TableMeta, row: readonly SqlValue[]): UniqueValues[] | string {
+  const out: UniqueValues[] = [];
+  for (const [name, columns] of Object.entries(meta.uniqueKeys)) {
+    const values: SqlValue[] = [];
+    for (const c of columns) {
+      const i = meta.writableColumns.indexOf(c);
+      // A generated column's value is the server's: the sink cannot name the holder by it.
+      if (i < 0) return `UNIQUE key ${name} includes column ${c}, which the sink does not write`;
+      values.push(row[i]!);
+    }
+    if (values.some((v) => v === null)) continue; // a UNIQUE index holds any number of NULLs
+    out.push({ columns, placeholders: columns.map((c) => keyPlaceholder(meta.columns.find((m) => m.name === c)!)), values });
+  }
+  return out;
+}
+
+/**
+ * Last-write-wins across a secondary UNIQUE key, when nothing else let the newest change of a key
+ * land (DESIGN §4: a clash is never silently lost). The rows holding the incoming row's UNIQUE
+ * values and the incoming row compete as one: the highest version keeps the values, every other
+ * row is removed with a tombstone at its own version (a replay of it is then refused everywhere,
+ * a later write of its key still lands). Every node meets the same rows with the same versions
+ * whatever the arrival order — a holder that arrives later loses to the stored newer row the same
+ * way — so the nodes converge; each outcome is counted and written to the conflict log (reason
+ * `unique key clash: …`, the removed row's version), which the history audit reads. Where versions
+ * do not order the rows one way (the incoming row newer than one holder and older than another),
+ * or a holder cannot be found by value, the direction stops (UniqueClashError).
+ */
+async function resolveUniqueClash(ctx: ApplyContext, meta: TableMeta, k: KeyPlan, counts: TableCounters): Promise<void> {
+  const up = k.upsert!;
+  const s = shapesOf(meta, ctx.metaSchema);
+  const uniques = uniqueValuesOf(meta, up.row);
+  const keyText = keyDescription(meta, k.key);
+  if (typeof uniques === 'string') throw new UniqueClashError(meta.schema, meta.table, `row ${keyText} (version ${up.version}): ${uniques}`);
+  const holders = uniques.length === 0 ? [] : await select(ctx, s.name, uniqueHolders(s.table, uniques, k.key));
+  if (holders.length === 0) {
+    // The value was freed after the last try (a later change of the batch moved its holder off it).
+    await run(ctx, s.name, lwwUpsert(s.table, [up.row], ctx.dialect));
+    const [now] = await readBack(ctx, meta, [k.key]);
+    if (now && settled(up, now, counts)) return;
+    const values = uniques.map((u) => `(${u.columns.map((c, i) => `${c}=${describeValue(u.values[i])}`).join(', ')})`).join(' ') || 'none without NULL';
+    throw new UniqueClashError(
+      meta.schema,
+      meta.table,
+      `row ${keyText} (version ${up.version}) did not land, but no other row holds its UNIQUE values ${values} as the sink compares them ` +
+        `(stored: row version ${now?.row ?? 'none'}, tombstone version ${now?.tomb ?? 'none'}; a prefix or functional UNIQUE index?)`,
+    );
+  }
+  const versions = holders.map((h) => BigInt(h._lww_v as string));
+  const holderText = holders.map((h, i) => `${keyDescription(meta, meta.primaryKey.map((c) => h[c]))} version ${versions[i]}`).join(', ');
+  if (versions.every((v) => v < up.version)) {
+    await run(ctx, s.name, tombstoneHolders(s.table, s.tomb, uniques, k.key, ctx.dialect));
+    await run(ctx, s.name, deleteHolders(s.table, uniques, k.key, up.version.toString()));
+    await run(ctx, s.name, lwwUpsert(s.table, [up.row], ctx.dialect));
+    const [after] = await readBack(ctx, meta, [k.key]);
+    if (after?.row !== up.version) {
+      throw new UniqueClashError(meta.schema, meta.table, `row ${keyText} (version ${up.version}) still did not land after the older rows holding its UNIQUE values were removed (${holderText})`);
+    }
+    counts.uniqueClashes += holders.length;
+    for (let i = 0; i < holders.length; i++) {
+      await logClash(ctx, meta, up.sourceId, `unique key clash: removed by newer row ${keyText} (version ${up.version})`, versions[i]!, holders[i]!);
+    }
+    return;
+  }
+  if (versions.every((v) => v > up.version)) {
+    // The incoming row loses: its key ends deleted at its version, as on the node where it lost first.
+    const tombRow = [...k.key, up.version.toString()];
+    await run(ctx, s.name, upsertTombstones(s.tomb, [tombRow], ctx.dialect));
+    counts.deleted += (await run(ctx, s.name, guardedDelete(s.table, [tombRow]))).affectedRows;
+    counts.uniqueClashes++;
+    await logConflict(ctx, meta, up, `unique key clash: removed by newer row(s) ${holderText}`);
+    return;
+  }
+  throw new UniqueClashError(meta.schema, meta.table, `row ${keyText} (version ${up.version}) is newer than some rows holding its UNIQUE values and older than others (${holderText})`);
+}
+
+function keyDescription(meta: TableMeta, key: readonly unknown[]): string {
+  return `(${meta.primaryKey.map((c, i) => `${c}=${describeValue(key[i])}`).join(', ')})`;
+}
+
+function describeValue(v: unknown): string {
+  if (Buffer.isBuffer(v)) return `0x${v.toString('hex')}`;
+  if (v instanceof TypedJson) return 'json';
+  return typeof v === 'string' ? v : String(v);
+}
+
+/** A conflict-log row for a holder removed by a newer row: its key and its version. */
+async function logClash(ctx: ApplyContext, meta: TableMeta, sourceId: string, reason: string, version: bigint, holder: RowDataPacket): Promise<void> {
+  const row: Record<string, unknown> = {};
+  for (const c of meta.primaryKey) {
+    const v = holder[c];
+    row[c] = Buffer.isBuffer(v) ? { base64: v.toString('base64') } : v;
+  }
+  await run(ctx, `${ctx.metaSchema}.conflicts`, {
+    sql: insertConflictSql(ctx.metaSchema),
+    values: [sourceId, meta.schema, meta.table, reason, version.toString(), JSON.stringify(row)],
+  });
 }
 
 /** A table's tombstones and deletes (the first phase, children before parents). */

@@ -2,10 +2,10 @@
 import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { UnknownTableError, UnsupportedTableError } from '../errors.ts';
 import { tombstoneTableName } from '../model/names.ts';
-import type { ColumnMeta, TableMeta } from '../model/table.ts';
+import type { ColumnMeta, SetNullForeignKey, TableMeta } from '../model/table.ts';
 import { tableKey } from '../model/table.ts';
 import { CHECK_CLAUSES_SQL } from '../sql/install.ts';
-import { COLUMNS_SQL, FOREIGN_PARENTS_SQL, TABLE_EXISTS_SQL, UNIQUE_KEYS_SQL } from '../sql/introspect.ts';
+import { COLUMNS_SQL, FOREIGN_PARENTS_SQL, SET_NULL_FOREIGN_KEYS_SQL, TABLE_EXISTS_SQL, UNIQUE_KEYS_SQL } from '../sql/introspect.ts';
 
 interface ColumnRow extends RowDataPacket {
   name: string;
@@ -64,6 +64,18 @@ export async function loadTableMeta(conn: Connection, schema: string, table: str
   ];
   const [fks] = await conn.query<RowDataPacket[]>(FOREIGN_PARENTS_SQL, [schema, table]);
   const parents = fks.map((r) => tableKey(String(r.parentSchema), String(r.parentTable))).filter((k) => k !== tableKey(schema, table));
+  const [setNullRows] = await conn.query<RowDataPacket[]>(SET_NULL_FOREIGN_KEYS_SQL, [schema, table]);
+  const setNullKeys = new Map<string, SetNullForeignKey>();
+  for (const r of setNullRows) {
+    const name = String(r.name);
+    let fk = setNullKeys.get(name);
+    if (!fk) {
+      fk = { name, columns: [], parentSchema: String(r.parentSchema), parentTable: String(r.parentTable), parentColumns: [] };
+      setNullKeys.set(name, fk);
+    }
+    fk.columns.push(String(r.columnName));
+    fk.parentColumns.push(String(r.parentColumn));
+  }
   return {
     schema,
     table,
@@ -74,6 +86,7 @@ export async function loadTableMeta(conn: Connection, schema: string, table: str
     writableColumns,
     tombstoneTable: tombstoneTableName(schema, table),
     ...(parents.length > 0 ? { parents } : {}),
+    ...(setNullKeys.size > 0 ? { setNullKeys: [...setNullKeys.values()] } : {}),
   };
 }
 

@@ -5,8 +5,8 @@ import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { connect } from '../../src/db/connection.ts';
 import { createSink, InvalidChangeError, type Sink, type SourceTransactionInput } from '../../src/index.ts';
-import { describeEachEngine } from '../helpers/engines.ts';
 import { freshDatabase, rowsOf } from '../helpers/db.ts';
+import { describeEachEngine } from '../helpers/engines.ts';
 
 type Change = SourceTransactionInput['changes'][number];
 
@@ -106,7 +106,7 @@ describeEachEngine('LWW sink, exact keys', 1, (ctx) => {
     await expect(sink.flush()).rejects.toThrow(/foreign key|a child row/i);
   });
 
-  it('a transaction that swaps unique values applies in source order; only a real clash is a conflict', async () => {
+  it('a transaction that swaps unique values applies in source order; only a real clash is a conflict, resolved by last-write-wins across the key', async () => {
     await freshDatabase(conn, 'ex3', ['CREATE TABLE {{db}}.t (id INT PRIMARY KEY, u INT NOT NULL, _lww_ts BIGINT UNSIGNED NOT NULL, UNIQUE KEY uu (u))']);
     const sink = sinkFor();
     const up = (id: number, u: number, version: bigint, op: 'insert' | 'update' = 'update'): Change => ({ schema: 'ex3', table: 't', op, after: { id, u }, version });
@@ -118,12 +118,21 @@ describeEachEngine('LWW sink, exact keys', 1, (ctx) => {
     expect((await rowsOf(conn, 'ex3', 't', ['id'])).map((r) => `${r.id}:${r.u}@${r._lww_ts}`)).toEqual(['1:20@4', '2:10@3', '3:40@4', '4:30@5']);
     expect(sink.stats().tables['ex3.t']!.uniqueClashes).toBe(0);
     expect(await conflicts('ex3')).toBe(0);
-    // A value another row still holds at the end is a conflict: logged and counted, the other row kept.
+    // A value an older row still holds at the end is a conflict, resolved by last-write-wins across
+    // the UNIQUE key: the older holder is removed at its own version, logged and counted.
     await sink.write({ sourceId: 's', position: '3', changes: [up(5, 20, 6n, 'insert')] });
     await sink.flush();
     expect(sink.stats().tables['ex3.t']!.uniqueClashes).toBe(1);
     expect(await conflicts('ex3')).toBe(1);
-    expect((await rowsOf(conn, 'ex3', 't', ['id'])).map((r) => r.id)).toEqual([1, 2, 3, 4]);
+    expect((await rowsOf(conn, 'ex3', 't', ['id'])).map((r) => `${r.id}:${r.u}@${r._lww_ts}`)).toEqual(['2:10@3', '3:40@4', '4:30@5', '5:20@6']);
+    const [tombs] = await conn.query<RowDataPacket[]>('SELECT id, CAST(_lww_ts AS CHAR) AS v FROM lww_meta.tomb__ex3__t');
+    expect(tombs.map((r) => `${r.id}@${r.v}`)).toEqual(['1@4']);
+    // An older row meeting a newer holder loses the same way: its key ends deleted at its version.
+    await sink.write({ sourceId: 's', position: '4', changes: [up(6, 20, 5n, 'insert')] });
+    await sink.flush();
+    expect((await rowsOf(conn, 'ex3', 't', ['id'])).map((r) => r.id)).toEqual([2, 3, 4, 5]);
+    const [tombs2] = await conn.query<RowDataPacket[]>('SELECT id, CAST(_lww_ts AS CHAR) AS v FROM lww_meta.tomb__ex3__t ORDER BY id');
+    expect(tombs2.map((r) => `${r.id}@${r.v}`)).toEqual(['1@4', '6@5']);
   });
 
   it('values the server would refuse are refused by write(), named, before they can poison a batch', async () => {

@@ -3,8 +3,8 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { connect } from '../../src/db/connection.ts';
 import { randomInt, seededRandom, shuffle } from '../../src/harness/random.ts';
 import { ApplyError, createSink, InvalidChangeError, OwnershipLostError, type Sink, type SourceTransactionInput } from '../../src/index.ts';
-import { describeEachEngine } from '../helpers/engines.ts';
 import { freshDatabase, rowsOf } from '../helpers/db.ts';
+import { describeEachEngine } from '../helpers/engines.ts';
 
 const T = 'CREATE TABLE {{db}}.t (id INT NOT NULL PRIMARY KEY, v VARCHAR(40) NULL, n BIGINT NULL, _lww_ts BIGINT UNSIGNED NOT NULL)';
 type Change = SourceTransactionInput['changes'][number];
@@ -305,25 +305,26 @@ describeEachEngine('LWW sink', 1, (ctx) => {
     expect((await rowsOf(conn, 'lww8', 't', ['id'])).length).toBe(1);
   });
 
-  it('a clash on a secondary UNIQUE key never overwrites the other row; it is counted and logged', async () => {
+  it('a clash on a secondary UNIQUE key never overwrites the other row: the newest row keeps the value, the others are removed at their versions, counted and logged', async () => {
     await freshDatabase(conn, 'lww9', ['CREATE TABLE {{db}}.t (id INT PRIMARY KEY, email VARCHAR(40) NOT NULL, _lww_ts BIGINT UNSIGNED NOT NULL, UNIQUE KEY uk_email (email))']);
     const sink = sinkFor();
     const row = (id: number, email: string, version: bigint, op: 'insert' | 'update' = 'insert'): Change => ({ schema: 'lww9', table: 't', op, after: { id, email }, version });
     await sink.write({ sourceId: 'u', position: '1', changes: [row(1, 'a@x', 10n), row(2, 'b@x', 10n)] });
     await sink.flush();
-    // Insert path (new key, taken email) and update path (existing key moves onto a taken email).
-    await sink.write({ sourceId: 'u', position: '2', changes: [row(3, 'a@x', 20n), row(2, 'a@x', 20n, 'update'), row(4, 'd@x', 20n)] });
+    // Insert path (a new key takes a value an older row holds) and update path (an existing key
+    // moves onto a value a newer row holds by then).
+    await sink.write({ sourceId: 'u', position: '2', changes: [row(3, 'a@x', 20n), row(2, 'a@x', 15n, 'update'), row(4, 'd@x', 20n)] });
     await sink.flush();
-    expect((await rowsOf(conn, 'lww9', 't', ['id'])).map((r) => `${r.id}:${r.email}@${r._lww_ts}`)).toEqual(['1:a@x@10', '2:b@x@10', '4:d@x@20']);
-    expect(sink.stats().tables['lww9.t']).toMatchObject({ uniqueClashes: 2, inserted: 3, skippedStale: 0 });
+    expect((await rowsOf(conn, 'lww9', 't', ['id'])).map((r) => `${r.id}:${r.email}@${r._lww_ts}`)).toEqual(['3:a@x@20', '4:d@x@20']);
+    const [tombs] = await conn.query<RowDataPacket[]>('SELECT id, CAST(_lww_ts AS CHAR) AS v FROM lww_meta.tomb__lww9__t ORDER BY id');
+    expect(tombs.map((r) => `${r.id}@${r.v}`)).toEqual(['1@10', '2@15']);
+    expect(sink.stats().tables['lww9.t']).toMatchObject({ uniqueClashes: 2, skippedStale: 0 });
     const [log] = await conn.query<RowDataPacket[]>("SELECT table_name, reason, version, row_json FROM lww_meta.conflicts WHERE schema_name = 'lww9' ORDER BY id");
-    expect(log.map((r) => [r.table_name, r.version, JSON.parse(r.row_json).id])).toEqual(
-      expect.arrayContaining([
-        ['t', '20', '3'],
-        ['t', '20', '2'],
-      ]),
-    );
-    expect(log.every((r) => /unique key clash/.test(r.reason))).toBe(true);
+    expect(log.map((r) => [r.table_name, r.version, String(JSON.parse(r.row_json).id)])).toEqual([
+      ['t', '10', '1'],
+      ['t', '15', '2'],
+    ]);
+    expect(log.every((r) => /^unique key clash: removed by newer row/.test(r.reason))).toBe(true);
   });
 
   it('a second writer of the same source takes over and the first stops instead of writing', async () => {

@@ -283,3 +283,50 @@ describe('a sink transaction that inserted a row and removed it before commit', 
     expect(withoutTransientInserts(otherKey)).toEqual(otherKey);
   });
 });
+
+describe('writes the sink resolved', () => {
+  it('a removal by a UNIQUE clash is counted, not redundant or inconsistent; unmarked it is a finding', () => {
+    const removed = { ...del(1, v(10, A), v(10, A)), uniqueClash: true as const };
+    const history = (w: KeyWrite) => nodes([local(up(1, v(10, A), 'a'))], [applied(w)]);
+    const marked = classifyHistory(history(removed));
+    expect(marked.counts).toMatchObject({ lww_violation: 0, lost: 0, redundant: 0, inconsistent: 0 });
+    expect(marked.uniqueClashRemovals).toBe(1);
+    expect(classifyHistory(history(del(1, v(10, A), v(10, A)))).counts.inconsistent).toBe(1);
+  });
+
+  it('a row written with its SET NULL foreign key cleared is counted; other values unmarked are inconsistent', () => {
+    const cleared = { ...up(1, v(10, A), 'null'), setNull: true as const };
+    const history = (w: KeyWrite) => nodes([local(up(1, v(10, A), 'parent-1'))], [applied(w)]);
+    expect(classifyHistory(history(cleared))).toMatchObject({ foreignKeySetNull: 1, counts: { inconsistent: 0, redundant: 0 } });
+    expect(classifyHistory(history(up(1, v(10, A), 'null'))).counts.inconsistent).toBe(1);
+  });
+
+  it('a row changed with its version kept inside a sink transaction (a cascade on the target) is not judged; a new version nobody wrote is redundant', () => {
+    const cascaded = nodes([], [local(up(1, v(10, B), 'p')), applied(up(1, v(10, B), 'null', v(10, B)))]);
+    expect(classifyHistory(cascaded)).toMatchObject({ cascadeSideEffects: 1, counts: { redundant: 0 } });
+    const forged = nodes([], [local(up(1, v(10, B), 'p')), applied(up(1, v(11, B), 'x', v(10, B)))]);
+    expect(classifyHistory(forged).counts.redundant).toBe(1);
+  });
+});
+
+describe('an insert overwritten later in the same sink transaction', () => {
+  it('becomes one insert of the last version, so an older first spelling under a newer local delete is no violation', () => {
+    const writes = [up(1, v(100, A), 'old'), up(1, v(300, A), 'new', v(100, A))];
+    expect(withoutTransientInserts(writes)).toEqual([up(1, v(300, A), 'new')]);
+    const history = (w: KeyWrite[]) => nodes([local(up(1, v(100, A), 'old')), local(up(1, v(300, A), 'new', v(100, A)))], [local(del(1, v(200, B), v(50, B))), applied(...w)]);
+    expect(classifyHistory(history(writes)).counts.lww_violation).toBe(1);
+    expect(classifyHistory(history(withoutTransientInserts(writes))).counts.lww_violation).toBe(0);
+  });
+
+  it('an update that does not continue from the insert is kept as written', () => {
+    const writes = [up(1, v(100, B), 'old'), up(1, v(300, B), 'new', v(99, B))];
+    expect(withoutTransientInserts(writes)).toEqual(writes);
+  });
+});
+
+describe('a tombstone-only write of the key in the same sink transaction', () => {
+  it('does not keep an insert overwritten later in the transaction from being one insert', () => {
+    const writes = [up(1, v(100, A), 'old'), up(1, v(300, A), 'new', v(100, A)), del(1, v(200, A))];
+    expect(withoutTransientInserts(writes)).toEqual([up(1, v(300, A), 'new'), del(1, v(200, A))]);
+  });
+});

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { TypedJson } from '../../src/model/json.ts';
 import { advanceCheckpointSql, claimCheckpointSql } from '../../src/sql/checkpoint.ts';
 import { dialectFromVersion } from '../../src/sql/dialect.ts';
-import { TypedJson } from '../../src/model/json.ts';
 import { deleteTombstoned, guardedDelete, keyPlaceholder, lockTombstones, lwwUpsert, plainDelete, readBackVersions, replaceRows, sameKeys, tombstonedKeys, typedJsonExpr, upsertTombstones } from '../../src/sql/dml.ts';
 import { quoteIdent } from '../../src/sql/quote.ts';
 import { metaSchemaDdl, tombstoneTableDdl } from '../../src/sql/templates.ts';
@@ -166,12 +166,13 @@ describe('bypass, tombstone, delete and read-back statements', () => {
       `DELETE ${t} FROM ${t} JOIN ${tt} ON ${tt}.\`id\` = ${t}.\`id\` WHERE ${tt}.\`_lww_ts\` >= ${t}.\`_lww_ts\` AND (${t}.\`id\` = ${INT})`,
     );
   });
-  it('reads back row and tombstone versions per key position', () => {
+  it('reads back row and tombstone versions per key position, with a locking read (latest committed, not the snapshot)', () => {
     expect(readBackVersions(shape, tomb, [['7'], ['8']])).toEqual({
       sql:
         'SELECT `_lww_new`.`_lww_i` AS `_lww_i`, `db`.`t`.`_lww_ts` AS row_version, `lww_meta`.`tomb__db__t`.`_lww_ts` AS tomb_version' +
         ' FROM (SELECT CAST(? AS SIGNED) AS `_lww_i`, CAST(? AS SIGNED) AS `_lww_k0` UNION ALL SELECT CAST(? AS SIGNED), CAST(? AS SIGNED)) AS `_lww_new`' +
-        ' LEFT JOIN `db`.`t` ON `db`.`t`.`id` = `_lww_new`.`_lww_k0` LEFT JOIN `lww_meta`.`tomb__db__t` ON `lww_meta`.`tomb__db__t`.`id` = `_lww_new`.`_lww_k0`',
+        ' LEFT JOIN `db`.`t` ON `db`.`t`.`id` = `_lww_new`.`_lww_k0` LEFT JOIN `lww_meta`.`tomb__db__t` ON `lww_meta`.`tomb__db__t`.`id` = `_lww_new`.`_lww_k0`' +
+        ' LOCK IN SHARE MODE',
       values: ['0', '7', '1', '8'],
     });
   });

@@ -1,0 +1,171 @@
+import type { Connection, RowDataPacket } from 'mysql2/promise';
+import { expect, it } from 'vitest';
+import { currentPosition } from '../../src/capture/source.ts';
+import { auditHistory } from '../../src/checker/index.ts';
+import { connect } from '../../src/db/connection.ts';
+import { Replicator } from '../../src/replicator/replicator.ts';
+import { describeEachEngine } from '../helpers/engines.ts';
+import { converged, eventually, setupNodes, startReplicator } from '../helpers/replication.ts';
+
+// Two nodes give one secondary UNIQUE value to different rows while nothing replicates (the
+// application's unique check passes on each node alone). Last-write-wins across the UNIQUE key: the
+// newer row keeps the value on every node, the older one ends deleted at its own version, in
+// whichever order the rows meet; where versions cannot order the rows one way, the direction stops.
+describeEachEngine('secondary UNIQUE clashes across nodes', 2, (ctx) => {
+  const urls = () => ctx.servers.map((s) => s.url);
+  const pause = () => new Promise((r) => setTimeout(r, 5));
+
+  async function heads(): Promise<string[]> {
+    const out: string[] = [];
+    for (const url of urls()) {
+      const c = await connect(url);
+      try {
+        out.push(await currentPosition(c));
+      } finally {
+        await c.end();
+      }
+    }
+    return out;
+  }
+
+  async function rowsOf(c: Connection, sql: string): Promise<string[]> {
+    const [rows] = await c.query<RowDataPacket[]>(sql);
+    return rows.map((r) => Object.values(r).map(String).join('|'));
+  }
+
+  it('the newer row keeps the UNIQUE value on both nodes, the older is removed at its version, and the audit accepts it', async () => {
+    const ddl = ['CREATE TABLE {{db}}.t (id INT NOT NULL PRIMARY KEY, u VARCHAR(20) COLLATE utf8mb4_general_ci NOT NULL, c VARCHAR(20) NOT NULL, UNIQUE KEY uq (u))'];
+    const conns = await setupNodes(urls(), 'uclash', ddl, ['t']);
+    // The initial copy done first: the clashes below meet the streaming path.
+    await (await startReplicator(urls())).stop();
+    const from = await heads();
+    const [a, b] = conns as [Connection, Connection];
+    // Versions rise in this order: 1 (A), 4 (B), 2 (B), 3 (A). 'X' and 'x' are one value under _ci.
+    await a.query("INSERT INTO uclash.t (id, u, c) VALUES (1, 'x', 'from A')");
+    await pause();
+    await b.query("INSERT INTO uclash.t (id, u, c) VALUES (4, 'Y', 'from B')");
+    await pause();
+    await b.query("INSERT INTO uclash.t (id, u, c) VALUES (2, 'X', 'from B')");
+    await pause();
+    await a.query("INSERT INTO uclash.t (id, u, c) VALUES (3, 'y', 'from A')");
+    const [[v1], [v4]] = await Promise.all([
+      a.query<RowDataPacket[]>('SELECT CAST(_lww_ts AS CHAR) AS v FROM uclash.t WHERE id = 1').then(([r]) => r.map((x) => String(x.v))),
+      b.query<RowDataPacket[]>('SELECT CAST(_lww_ts AS CHAR) AS v FROM uclash.t WHERE id = 4').then(([r]) => r.map((x) => String(x.v))),
+    ]);
+    const rep = await startReplicator(urls());
+    try {
+      await converged(conns, 'uclash', 't');
+      const status = await rep.status();
+      expect(status.directions.map((d) => d.state)).toEqual(['streaming', 'streaming']);
+      for (const c of conns) {
+        expect(await rowsOf(c, 'SELECT id, u, c FROM uclash.t ORDER BY id')).toEqual(['2|X|from B', '3|y|from A']);
+        // The losers are deleted at their own versions, as if their own nodes had deleted them.
+        expect(await rowsOf(c, 'SELECT id, CAST(_lww_ts AS CHAR) FROM lww_meta.tomb__uclash__t ORDER BY id')).toEqual([`1|${v1}`, `4|${v4}`]);
+        expect(await rowsOf(c, "SELECT COUNT(*) FROM lww_meta.conflicts WHERE table_name = 't' AND reason LIKE 'unique key clash: removed%'")).toEqual(['2']);
+      }
+      const clashes = status.directions.reduce((n, d) => n + Object.values(d.sink.tables).reduce((m, t) => m + t.uniqueClashes, 0), 0);
+      expect(clashes).toBe(4);
+    } finally {
+      await rep.stop();
+    }
+    const report = await auditHistory({ nodes: urls(), from, tables: ['uclash.t'] });
+    expect(report.counts).toEqual({ lww_violation: 0, lost: 0, redundant: 0, inconsistent: 0 });
+    expect(report.uniqueClashRemovals).toBe(4);
+    for (const c of conns) await c.end();
+  });
+
+  it('a row removed by a clash after an older delete of it in the same batch is judged by the right tombstone', async () => {
+    const ddl = ['CREATE TABLE {{db}}.t (id INT NOT NULL PRIMARY KEY, u CHAR(4) NOT NULL, c CHAR(8) NOT NULL, UNIQUE KEY uq (u))'];
+    const conns = await setupNodes(urls(), 'uclash3', ddl, ['t']);
+    const [a, b] = conns as [Connection, Connection];
+    let rep = await startReplicator(urls());
+    await a.query("INSERT INTO uclash3.t (id, u, c) VALUES (1, 'x', 'first')");
+    await converged(conns, 'uclash3', 't');
+    await rep.stop();
+    const from = await heads();
+    // B deletes row 1 (older), A updates it (newer), B gives 'x' to row 5 (newest): A's sink writes
+    // row 1's tombstone at B's delete version (the row is newer), then removes the row for row 5.
+    await b.query('DELETE FROM uclash3.t WHERE id = 1');
+    await pause();
+    await a.query("UPDATE uclash3.t SET c = 'updated' WHERE id = 1");
+    await pause();
+    await b.query("INSERT INTO uclash3.t (id, u, c) VALUES (5, 'x', 'newest')");
+    rep = await startReplicator(urls());
+    try {
+      await converged(conns, 'uclash3', 't');
+      for (const c of conns) expect(await rowsOf(c, 'SELECT id, u, c FROM uclash3.t')).toEqual(['5|x|newest']);
+    } finally {
+      await rep.stop();
+    }
+    const report = await auditHistory({ nodes: urls(), from, tables: ['uclash3.t'] });
+    expect(report.counts).toEqual({ lww_violation: 0, lost: 0, redundant: 0, inconsistent: 0 });
+    expect(report.uniqueClashRemovals).toBe(2);
+    for (const c of conns) await c.end();
+  });
+
+  it('a child row newer than the delete of its ON DELETE SET NULL parent lands with the reference cleared on both nodes', async () => {
+    const ddl = [
+      'CREATE TABLE {{db}}.p (id INT NOT NULL PRIMARY KEY, name CHAR(8) NOT NULL) ENGINE=InnoDB',
+      'CREATE TABLE {{db}}.c (id INT NOT NULL PRIMARY KEY, pid INT NULL, note CHAR(8) NOT NULL, FOREIGN KEY (pid) REFERENCES {{db}}.p (id) ON DELETE SET NULL) ENGINE=InnoDB',
+    ];
+    const conns = await setupNodes(urls(), 'fknull', ddl, ['p', 'c']);
+    const [a, b] = conns as [Connection, Connection];
+    let rep = await startReplicator(urls());
+    await a.query("INSERT INTO fknull.p (id, name) VALUES (1, 'parent')");
+    await a.query("INSERT INTO fknull.c (id, pid, note) VALUES (10, NULL, 'child')");
+    await converged(conns, 'fknull', 'c');
+    await rep.stop();
+    const from = await heads();
+    // A deletes the parent; later, B points the child at it (B still holds the parent).
+    await a.query('DELETE FROM fknull.p WHERE id = 1');
+    await pause();
+    await b.query("UPDATE fknull.c SET pid = 1, note = 'adopted' WHERE id = 10");
+    rep = await startReplicator(urls());
+    try {
+      await converged(conns, 'fknull', 'c');
+      await converged(conns, 'fknull', 'p');
+      expect((await rep.status()).directions.map((d) => d.state)).toEqual(['streaming', 'streaming']);
+      for (const c of conns) {
+        expect(await rowsOf(c, 'SELECT id, COALESCE(pid, "null"), note FROM fknull.c')).toEqual(['10|null|adopted']);
+        expect(await rowsOf(c, 'SELECT id FROM fknull.p')).toEqual([]);
+      }
+    } finally {
+      await rep.stop();
+    }
+    const report = await auditHistory({ nodes: urls(), from, tables: ['fknull.p', 'fknull.c'] });
+    expect(report.counts, JSON.stringify(report.findings, (_k, v) => (typeof v === 'bigint' ? String(v) : v))).toEqual({ lww_violation: 0, lost: 0, redundant: 0, inconsistent: 0 });
+    expect(report.foreignKeySetNull).toBe(1);
+    for (const c of conns) await c.end();
+  });
+
+  it('a row newer than one holder of its UNIQUE values and older than another stops the direction, naming both', async () => {
+    const ddl = ['CREATE TABLE {{db}}.t (id INT NOT NULL PRIMARY KEY, a CHAR(4) NOT NULL, b CHAR(4) NOT NULL, UNIQUE KEY ua (a), UNIQUE KEY ub (b))'];
+    const conns = await setupNodes(urls(), 'uclash2', ddl, ['t']);
+    await (await startReplicator(urls())).stop();
+    const [a, b] = conns as [Connection, Connection];
+    await a.query("INSERT INTO uclash2.t (id, a, b) VALUES (1, 'a', 'p')");
+    await pause();
+    await b.query("INSERT INTO uclash2.t (id, a, b) VALUES (2, 'a', 'q')");
+    await pause();
+    await a.query("INSERT INTO uclash2.t (id, a, b) VALUES (3, 'c', 'q')");
+    const rep = new Replicator({ nodes: urls(), restartDelayMs: 200, sink: { batch: { maxDelayMs: 5 } } });
+    await rep.start();
+    // It never streams in both directions: the direction into A fails.
+    await rep.whenStreaming().catch(() => undefined);
+    try {
+      // Row 2 reaches A, where row 1 (older) holds 'a' and row 3 (newer) holds 'q'.
+      const failed = await eventually(
+        'the direction into A to fail',
+        async () => (await rep.status()).directions.find((d) => d.state === 'failed'),
+        (d) => d !== undefined,
+      );
+      expect(failed!.lastErrorKind).toBe('permanent');
+      expect(failed!.lastError).toMatch(/uclash2\.t: .*UNIQUE.*row \(id="?2"?\).*newer than some rows.*\(id=1\).*\(id=3\)/);
+      // Nothing of it was written: A still holds its own rows only.
+      expect(await rowsOf(a, 'SELECT id FROM uclash2.t ORDER BY id')).toEqual(['1', '3']);
+    } finally {
+      await rep.stop();
+    }
+    for (const c of conns) await c.end();
+  });
+});
