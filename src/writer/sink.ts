@@ -27,6 +27,10 @@ import type { SqlValue } from './values.ts';
 import { setPartitionKeys } from './partition-keys.ts';
 import { alignWorkerRows, readWorkerRows, resumePoint } from './worker-checkpoints.ts';
 import { type WindowAdvance, WorkerPool } from './worker-pool.ts';
+import { killProcessAt } from '../failpoints/failpoints.ts';
+
+/** sinkKillCommitInFlight: how long the thread holds still after sending COMMIT, so the server commits while its reply stays unread. */
+const COMMIT_IN_FLIGHT_HOLD_MS = 300;
 
 export interface Checkpoint {
   sourceId: string;
@@ -107,6 +111,8 @@ class LwwSink implements Sink {
   private writeChain: Promise<void> = Promise.resolve();
   private seq = 0;
   private committedSeq = 0;
+  /** Per source, the position of the last commit this process saw confirmed (what the commit-point failpoints report). */
+  private readonly acked = new Map<string, string>();
   private waiters: Waiter[] = [];
   private drainWaiters: Array<() => void> = [];
   private running: Promise<void> | null = null;
@@ -504,12 +510,24 @@ class LwwSink implements Sink {
     }
     // After abort() nothing commits.
     if (this.closed) throw new SinkClosedError();
-    const outcomes = await this.pool.apply({ dialect, bypass, maxPacketBytes }, ops, [...advances.values()]);
+    const where = () => ({ owner: this.options.owner, positions: Object.fromEntries([...advances.values()].map((a) => [a.sourceId, a.position])), acked: Object.fromEntries(this.acked), rows: ops.length });
+    const fp = this.options.failpoints;
+    // The commit-point failpoints, in whichever worker's transaction meets them first.
+    const hooks =
+      fp.enabled && ops.length > 0
+        ? {
+            beforeCommit: () => fp.on('sinkKillAfterStatements') && killProcessAt('sinkKillAfterStatements', where()),
+            commitSent: () => fp.on('sinkKillCommitInFlight') && killProcessAt('sinkKillCommitInFlight', where(), COMMIT_IN_FLIGHT_HOLD_MS),
+            afterCommit: () => fp.on('sinkKillAfterCommit') && killProcessAt('sinkKillAfterCommit', where()),
+          }
+        : undefined;
+    const outcomes = await this.pool.apply({ dialect, bypass, maxPacketBytes, ...(hooks ? { hooks } : {}) }, ops, [...advances.values()]);
     for (const outcome of outcomes) mergeBatch(this.counters, outcome.tables);
     mergeBatch(this.counters, faults);
     this.counters.batches += outcomes.length;
     this.counters.transactions += batch.length;
     this.counters.rows += ops.length;
+    for (const a of advances.values()) this.acked.set(a.sourceId, a.position);
     this.options.onCommit?.({
       committedAtMs: Date.now(),
       transactions: batch.map((q) => ({ sourceId: q.txn.sourceId, position: q.txn.position, maxVersion: q.txn.maxVersion, changes: q.txn.ops.length })),

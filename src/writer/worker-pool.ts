@@ -43,6 +43,8 @@ export interface WindowContext {
   dialect: Dialect;
   bypass: boolean;
   maxPacketBytes: number;
+  /** Called around each worker's commit (the commit-point failpoints). */
+  hooks?: { beforeCommit?: () => void; commitSent?: () => void; afterCommit?: () => void };
 }
 
 /** Values in server messages (duplicate entries, bad values) are replaced before they reach logs. */
@@ -84,10 +86,13 @@ class ApplyWorker {
             queryTimeoutMs: this.o.queryTimeoutMs,
             implicitBegin: true,
             maxPacketBytes: ctx.maxPacketBytes,
+            ...(ctx.hooks?.beforeCommit ? { beforeCommit: ctx.hooks.beforeCommit } : {}),
+            ...(ctx.hooks?.commitSent ? { commitSent: ctx.hooks.commitSent } : {}),
           },
           plans,
           advances,
         );
+        ctx.hooks?.afterCommit?.();
         const now = Date.now();
         for (const a of advances) this.advanced.set(a.sourceId, { at: now, seq: a.seq });
         return outcome;
@@ -166,7 +171,8 @@ export class WorkerPool {
         .filter((a) => sources.has(a.sourceId) || now - (w.advanced.get(a.sourceId)?.at ?? Number.NEGATIVE_INFINITY) >= idleMs)
         .map((a) => ({ ...a, worker: i }));
       if (share.length === 0 && own.length === 0) return;
-      runs.push(w.apply(ctx, share, own));
+      // A checkpoint-only transaction is not a commit point of the window's changes.
+      runs.push(w.apply(share.length > 0 ? ctx : { ...ctx, hooks: undefined }, share, own));
     });
     const outcomes = await settleAll(runs);
     this.lastContext = ctx;
