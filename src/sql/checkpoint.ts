@@ -19,6 +19,11 @@ export function readCheckpointSql(meta: string, forUpdate = false): string {
   return `SELECT \`position\`, \`last_version\`, \`owner_epoch\`, \`owner\`, \`source_time_us\` FROM ${T(meta)} WHERE \`source_id\` = ? AND \`worker\` = 0${forUpdate ? ' FOR UPDATE' : ''}`;
 }
 
+/** One worker's row. Bound: source_id, worker. */
+export function readWorkerCheckpointSql(meta: string): string {
+  return `SELECT \`position\`, \`apply_seq\` FROM ${T(meta)} WHERE \`source_id\` = ? AND \`worker\` = ?`;
+}
+
 /** Every worker's row of a stream, worker 0 first. Bound: source_id. */
 export function readWorkerCheckpointsSql(meta: string, forUpdate = false): string {
   return (

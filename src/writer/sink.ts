@@ -26,7 +26,7 @@ import { loadTableMeta, TableMetadataCache } from './table-metadata.ts';
 import type { SqlValue } from './values.ts';
 import { setPartitionKeys } from './partition-keys.ts';
 import { alignWorkerRows, readWorkerRows, resumePoint } from './worker-checkpoints.ts';
-import { type WindowAdvance, WorkerPool } from './worker-pool.ts';
+import { type WindowAdvance, type WorkerCommit, WorkerPool } from './worker-pool.ts';
 import { killProcessAt } from '../failpoints/failpoints.ts';
 
 /** sinkKillCommitInFlight: how long the thread holds still after sending COMMIT, so the server commits while its reply stays unread. */
@@ -510,15 +510,21 @@ class LwwSink implements Sink {
     }
     // After abort() nothing commits.
     if (this.closed) throw new SinkClosedError();
-    const where = () => ({ owner: this.options.owner, positions: Object.fromEntries([...advances.values()].map((a) => [a.sourceId, a.position])), acked: Object.fromEntries(this.acked), rows: ops.length });
+    const where = (c: WorkerCommit) => ({
+      owner: this.options.owner,
+      worker: c.worker,
+      positions: Object.fromEntries(c.advances.map((a) => [a.sourceId, a.position])),
+      acked: Object.fromEntries(this.acked),
+      rows: c.rows,
+    });
     const fp = this.options.failpoints;
     // The commit-point failpoints, in whichever worker's transaction meets them first.
     const hooks =
       fp.enabled && ops.length > 0
         ? {
-            beforeCommit: () => fp.on('sinkKillAfterStatements') && killProcessAt('sinkKillAfterStatements', where()),
-            commitSent: () => fp.on('sinkKillCommitInFlight') && killProcessAt('sinkKillCommitInFlight', where(), COMMIT_IN_FLIGHT_HOLD_MS),
-            afterCommit: () => fp.on('sinkKillAfterCommit') && killProcessAt('sinkKillAfterCommit', where()),
+            beforeCommit: (c: WorkerCommit) => fp.on('sinkKillAfterStatements') && killProcessAt('sinkKillAfterStatements', where(c)),
+            commitSent: (c: WorkerCommit) => fp.on('sinkKillCommitInFlight') && killProcessAt('sinkKillCommitInFlight', where(c), COMMIT_IN_FLIGHT_HOLD_MS),
+            afterCommit: (c: WorkerCommit) => fp.on('sinkKillAfterCommit') && killProcessAt('sinkKillAfterCommit', where(c)),
           }
         : undefined;
     const outcomes = await this.pool.apply({ dialect, bypass, maxPacketBytes, ...(hooks ? { hooks } : {}) }, ops, [...advances.values()]);

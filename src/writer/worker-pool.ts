@@ -43,8 +43,15 @@ export interface WindowContext {
   dialect: Dialect;
   bypass: boolean;
   maxPacketBytes: number;
-  /** Called around each worker's commit (the commit-point failpoints). */
-  hooks?: { beforeCommit?: () => void; commitSent?: () => void; afterCommit?: () => void };
+  /** Called around each worker's commit of changes (the commit-point failpoints). */
+  hooks?: { beforeCommit?: (c: WorkerCommit) => void; commitSent?: (c: WorkerCommit) => void; afterCommit?: (c: WorkerCommit) => void };
+}
+
+/** Which worker's transaction a hook is called for: its checkpoint advances and its rows. */
+export interface WorkerCommit {
+  worker: number;
+  advances: readonly CheckpointAdvance[];
+  rows: number;
 }
 
 /** Values in server messages (duplicate entries, bad values) are replaced before they reach logs. */
@@ -66,6 +73,8 @@ class ApplyWorker {
   async apply(ctx: WindowContext, ops: KeyOp[], advances: CheckpointAdvance[]): Promise<BatchOutcome> {
     const plans = coalesce(ops, ctx.bypass ? 'arrival' : 'version');
     const { retry } = this.o;
+    const commit: WorkerCommit = { worker: this.index, advances, rows: ops.length };
+    const { beforeCommit, commitSent, afterCommit } = ctx.hooks ?? {};
     for (let attempt = 1; ; attempt++) {
       // After abort() nothing commits: no new attempt, no reconnect.
       if (this.o.signal.aborted) throw new SinkClosedError();
@@ -86,13 +95,13 @@ class ApplyWorker {
             queryTimeoutMs: this.o.queryTimeoutMs,
             implicitBegin: true,
             maxPacketBytes: ctx.maxPacketBytes,
-            ...(ctx.hooks?.beforeCommit ? { beforeCommit: ctx.hooks.beforeCommit } : {}),
-            ...(ctx.hooks?.commitSent ? { commitSent: ctx.hooks.commitSent } : {}),
+            ...(beforeCommit ? { beforeCommit: () => beforeCommit(commit) } : {}),
+            ...(commitSent ? { commitSent: () => commitSent(commit) } : {}),
           },
           plans,
           advances,
         );
-        ctx.hooks?.afterCommit?.();
+        afterCommit?.(commit);
         const now = Date.now();
         for (const a of advances) this.advanced.set(a.sourceId, { at: now, seq: a.seq });
         return outcome;
