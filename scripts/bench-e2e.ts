@@ -181,7 +181,8 @@ try {
       await c.query(createDatabaseSql(MARKS));
       await c.query(createMarksSql(MARKS, '_lww_ts'));
     });
-    await install({ url: s.url, nodeId: Math.min(i, 1) + 1, tables });
+    // Each B its own node id: A keeps one checkpoint per B for the B→A direction.
+    await install({ url: s.url, nodeId: i + 1, tables });
   }
   // R has everything A had before the backlog; then it stops until its drain.
   await awaitMark(R.url, await writeMark(A.url), 'native replica setup');
