@@ -156,7 +156,7 @@ try {
     {
       killReplicator: async () => false,
       restartReplicator: async () => undefined,
-      cutNetwork: (_node, mode) => proxy.cut(mode),
+      cutNetwork: (_link, mode) => (mode === 'slow' ? 0 : proxy.cut(mode)),
       healNetwork: () => proxy.restore(),
       stopServer: async () => undefined,
       startServer: async () => undefined,

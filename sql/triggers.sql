@@ -172,7 +172,8 @@ END
 -- deletes fire no triggers, so the parent's delete writes the children's tombstones itself, before
 -- the cascade runs (the children still exist), each above the child row and its old tombstone and
 -- at least the parent delete's version (lww_v, the value the AFTER DELETE trigger computes too).
--- {{cascade_tombstones}} holds one UPDATE + INSERT pair per referencing foreign key.
+-- {{cascade_tombstones}} holds one UPDATE + INSERT pair per referencing foreign key; for ON DELETE
+-- SET NULL, one UPDATE that nulls the children's references (their own triggers stamp them).
 CREATE TRIGGER {{name}} BEFORE DELETE ON {{table}} FOR EACH ROW
 BEGIN
   DECLARE lww_stamp BOOLEAN DEFAULT TRUE;

@@ -37,7 +37,11 @@ export const WORKLOAD_HELP = `  --engine mysql|mariadb        servers to start (
   --fault TERM                  repeatable: kill@20s | net:n1@30s/10s~30s | restart:n2@45s/3s | skew:n1@0s=-5s;
                                 net takes :drop (FIN), :reset (RST) or :blackhole (silent until healed), restart
                                 :clean (SIGTERM) or :abrupt (SIGKILL, crash recovery); without one they alternate;
-                                net:n1:writers@30s/5s cuts the writers' connections to n1 instead of the replicator's
+                                net:n1:writers@30s/5s cuts the writers' connections to n1 instead of the replicator's;
+                                net:n1@20s/30s:slow=50ms,1mbit a slow link; 'net:n1>n2.sink@…' one direction only
+                                (.capture its reading of n1, .sink its writing into n2, neither: both);
+                                kill:after-statements|commit-in-flight|after-commit@20s a kill at a commit point;
+                                twin@20s/5s a second replicator beside the first; skew:n2@0s~10s=3s,-2s changing
   --all-faults                  one of each kind, spread over the run (seed scenario: 10 s loss every 30 s)
   --json                        machine-readable result on stdout
   --isolation LEVEL             writers' isolation: read-committed | repeatable-read | mixed (default repeatable-read)
@@ -52,13 +56,22 @@ export interface WorkloadFlags {
   faults: Fault[];
 }
 
-/** Every fault kind, scaled to the run: the seed scenario (10 s of loss every 30 s) on long runs. */
+/**
+ * Every fault kind, scaled to the run: the seed scenario (10 s of loss every 30 s) on long runs, with
+ * clocks skewed on both nodes, both signs, changing during the run.
+ */
 export function allFaults(durationMs: number): Fault[] {
   const s = durationMs / 1000;
   const terms =
     s >= 60
-      ? ['skew:n1@5s=-5s', 'net:n1@30s/10s~30s', 'kill@20s/2s', 'restart:n2@45s/3s~40s']
-      : [`skew:n1@${Math.round(s * 0.1)}s=-5s`, `kill@${Math.round(s * 0.25)}s/1s`, `net:n1@${Math.round(s * 0.4)}s/${Math.max(1, Math.round(s * 0.15))}s:drop`, `restart:n2@${Math.round(s * 0.7)}s/2s:clean`];
+      ? ['skew:n1@5s~40s=-5s,3s', 'skew:n2@25s~40s=4s,-2s', 'net:n1@30s/10s~30s', 'kill@20s/2s', 'restart:n2@45s/3s~40s']
+      : [
+          `skew:n1@${Math.round(s * 0.1)}s~${Math.max(1, Math.round(s * 0.4))}s=-5s,3s`,
+          `skew:n2@${Math.round(s * 0.3)}s~${Math.max(1, Math.round(s * 0.4))}s=4s,-2s`,
+          `kill@${Math.round(s * 0.25)}s/1s`,
+          `net:n1@${Math.round(s * 0.4)}s/${Math.max(1, Math.round(s * 0.15))}s:drop`,
+          `restart:n2@${Math.round(s * 0.7)}s/2s:clean`,
+        ];
   return terms.map(parseFault);
 }
 

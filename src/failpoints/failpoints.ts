@@ -3,9 +3,14 @@
 // failpoint is enabled `eval` is one boolean check. They construct data loss, so they are on only
 // when asked for explicitly: an option / --failpoints, or the environment with LWW_FAILPOINTS_ENABLE=1
 // (a stray LWW_FAILPOINTS or GO_FAILPOINTS alone does nothing).
+// The sinkKill* failpoints kill the process (SIGKILL: nothing flushed, no handler runs) at a commit
+// point of a target transaction that carries data: after its data statements before COMMIT
+// (sinkKillAfterStatements), with COMMIT sent and its reply unread (sinkKillCommitInFlight), after
+// COMMIT returned before the checkpoint callback (sinkKillAfterCommit).
+import { writeSync } from 'node:fs';
 import { InvalidOptionsError } from '../errors.ts';
 
-export const FAILPOINT_NAMES = ['mysqlSinkBypassLWW', 'sinkDropMessage', 'sinkMutateValue'] as const;
+export const FAILPOINT_NAMES = ['mysqlSinkBypassLWW', 'sinkDropMessage', 'sinkMutateValue', 'sinkKillAfterStatements', 'sinkKillCommitInFlight', 'sinkKillAfterCommit'] as const;
 export type FailpointName = (typeof FAILPOINT_NAMES)[number];
 
 export type FailpointValue = boolean | number | string;
@@ -148,4 +153,25 @@ export class Failpoints {
     const v = this.eval(name);
     return v !== undefined && v !== false && v !== 0;
   }
+}
+
+/**
+ * Dies at once as kill -9 would, after one JSON line on stderr saying where (`{"failpoint": name, …detail}`),
+ * written synchronously. `holdMs` first blocks the thread without running the event loop: bytes already
+ * sent reach the server and its reply waits unread in the socket.
+ */
+export function killProcessAt(name: FailpointName, detail: Record<string, unknown>, holdMs = 0): never {
+  const line = Buffer.from(`${JSON.stringify({ failpoint: name, pid: process.pid, ...detail }, (_, v) => (typeof v === 'bigint' ? v.toString() : v))}\n`);
+  // stderr may be a non-blocking pipe: a full one says EAGAIN until the reader catches up.
+  for (let off = 0, tries = 0; off < line.length && tries < 1000; tries++) {
+    try {
+      off += writeSync(2, line, off);
+    } catch {
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 5);
+    }
+  }
+  if (holdMs > 0) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, holdMs);
+  process.kill(process.pid, 'SIGKILL');
+  // SIGKILL to oneself is delivered before kill() returns; this is never reached.
+  throw new Error('unreachable');
 }

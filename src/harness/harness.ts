@@ -19,7 +19,9 @@ import { createDatabaseSql, createMarksSql, dropDatabaseSql, readMarkSql, writeM
 import type { Logger } from '../writer/options.ts';
 import { silentLogger } from '../writer/options.ts';
 import { compareWithExpected, type ExpectationMismatch } from './expected.ts';
-import { type Fault, type FaultEffect, runFaults } from './faults.ts';
+import type { FailpointName } from '../failpoints/failpoints.ts';
+import { readCheckpointSql } from '../sql/checkpoint.ts';
+import { type CommitPoint, type Fault, type FaultEffect, type KillOutcome, type NetTarget, runFaults } from './faults.ts';
 import { addTallies, type OutcomeTally } from './outcomes.ts';
 import { type DirectionReport, type ReplicatorExit, ReplicatorExitError, ReplicatorProcess } from './replicator-process.ts';
 import { generatedShapes } from './schema-gen.ts';
@@ -60,6 +62,8 @@ export interface HarnessResult {
   engine: Engine;
   seed: number;
   durationMs: number;
+  /** When the writers started (ms since the epoch): the faults' `atMs` count from it. */
+  startedAt: number;
   transactions: number;
   operations: number;
   writerRetries: number;
@@ -111,6 +115,23 @@ export function failureReasons(r: HarnessResult): string[] {
   return out;
 }
 
+/** The failpoint behind each commit point of a kill fault. */
+const KILL_FAILPOINTS: Record<CommitPoint, FailpointName> = {
+  'after-statements': 'sinkKillAfterStatements',
+  'commit-in-flight': 'sinkKillCommitInFlight',
+  'after-commit': 'sinkKillAfterCommit',
+};
+/** How long a commit-point kill waits for a target transaction with data to get there. */
+const COMMIT_POINT_WAIT_MS = 20_000;
+
+interface Link {
+  /** `n1` (the node's proxy), `n1>n2.capture` or `n1>n2.sink`. */
+  key: string;
+  /** The node behind the proxy. */
+  node: string;
+  proxy: TcpProxy;
+}
+
 interface DirectionTotals {
   inserted: number;
   updated: number;
@@ -139,10 +160,27 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
   const names = servers.map((_, i) => `n${i + 1}`);
   const proxies = servers.map((s) => new TcpProxy(s.host, s.port));
   const writerProxies = servers.map((s) => new TcpProxy(s.host, s.port));
+  // Besides each node's proxy, one per direction and end: a one-direction cut breaks only those.
+  const links: Link[] = names.map((node, i) => ({ key: node, node, proxy: proxies[i]! }));
+  for (const [i, from] of names.entries()) {
+    for (const [j, to] of names.entries()) {
+      if (i === j) continue;
+      links.push({ key: `${from}>${to}.capture`, node: from, proxy: new TcpProxy(servers[i]!.host, servers[i]!.port) });
+      links.push({ key: `${from}>${to}.sink`, node: to, proxy: new TcpProxy(servers[j]!.host, servers[j]!.port) });
+    }
+  }
+  const linksOf = (link: string, target: NetTarget) =>
+    target === 'writers'
+      ? [writerProxies[names.indexOf(link)]!]
+      : links.filter((l) => (link.includes('>') ? l.key === link || l.key.startsWith(`${link}.`) : l.node === link)).map((l) => l.proxy);
   for (const f of o.faults ?? []) {
-    if (f.node !== undefined && !names.includes(f.node)) throw new InvalidOptionsError(`fault ${f.kind}:${f.node}: no such node (nodes: ${names.join(', ')})`);
+    for (const node of [f.node, f.to]) {
+      if (node !== undefined && !names.includes(node)) throw new InvalidOptionsError(`fault ${f.kind}:${node}: no such node (nodes: ${names.join(', ')})`);
+    }
   }
   let replicator: ReplicatorProcess | null = null;
+  /** Instances replaced by a twin (their kills and starts count). */
+  const retired: ReplicatorProcess[] = [];
   let started = Date.now();
   let exited: (exit: ReplicatorExit) => void = () => undefined;
   const died = new Promise<ReplicatorExit>((resolve) => (exited = resolve));
@@ -168,22 +206,47 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
       from.push(await currentPosition(c));
       await c.end();
     }
-    for (const p of [...proxies, ...writerProxies]) await p.start();
+    for (const p of [...links.map((l) => l.proxy), ...writerProxies]) await p.start();
     const failpoints = [mode === 'replace' ? 'mysqlSinkBypassLWW=return(true)' : '', o.failpoints ?? ''].filter(Boolean).join(';');
     const accumulated: DirectionTotals[] = [];
-    replicator = new ReplicatorProcess({
-      nodes: servers.map((s, i) => proxies[i]!.rewrite(s.url)),
-      tables,
-      failpoints,
-      extraArgs: o.replicatorArgs,
-      onStatus: o.onReplicatorStatus,
-      onLog: (line) => log.debug(`replicator: ${line}`),
-      onUnexpectedExit: (exit) => {
-        log.error(`harness[${mode}]: the replicator exited unexpectedly (code ${exit.code}, signal ${exit.signal}): ${exit.lastError ?? 'no error logged'}`);
-        exited(exit);
-      },
-    });
+    const newReplicator = () =>
+      new ReplicatorProcess({
+        nodes: servers.map((s, i) => proxies[i]!.rewrite(s.url)),
+        routes: Object.fromEntries(links.filter((l) => l.key.includes('>')).map((l) => [l.key, l.proxy.rewrite(servers[names.indexOf(l.node)]!.url)])),
+        tables,
+        failpoints,
+        ipc: true,
+        extraArgs: o.replicatorArgs,
+        onStatus: o.onReplicatorStatus,
+        onLog: (line) => log.debug(`replicator: ${line}`),
+        onUnexpectedExit: (exit) => {
+          log.error(`harness[${mode}]: the replicator exited unexpectedly (code ${exit.code}, signal ${exit.signal}): ${exit.lastError ?? 'no error logged'}`);
+          exited(exit);
+        },
+      });
+    replicator = newReplicator();
     replicator.start();
+    // Where a commit-point kill landed: the batch's checkpoint positions (data and checkpoint commit
+    // together) against what the target stores now, read directly, before the replicator restarts.
+    const commitPointDetail = async (hit: Record<string, unknown>): Promise<Record<string, unknown>> => {
+      const direction = String(hit.owner ?? '').split(':').at(-1) ?? '';
+      const target = servers[names.indexOf(direction.split('→')[1] ?? '')];
+      const positions = (hit.positions ?? {}) as Record<string, string>;
+      const stored: Record<string, string | null> = {};
+      if (target) {
+        const c = await connect(target.url);
+        try {
+          for (const sourceId of Object.keys(positions)) {
+            const [rows] = await c.execute<RowDataPacket[]>(readCheckpointSql(wl.metaSchema ?? 'lww_meta'), [sourceId]);
+            stored[sourceId] = rows[0] ? String(rows[0].position) : null;
+          }
+        } finally {
+          await c.end();
+        }
+      }
+      const committed = Object.keys(positions).length > 0 && Object.entries(positions).every(([id, p]) => stored[id] === p);
+      return { failpoint: hit.failpoint, direction, rows: hit.rows, positions, acked: hit.acked ?? {}, stored, committed };
+    };
     const streaming = () =>
       ((replicator!.lastStatus as { directions?: Array<{ state: string }> } | undefined)?.directions ?? []).every((d) => d.state === 'streaming') &&
       (replicator!.lastStatus as { directions?: unknown[] } | undefined)?.directions?.length === servers.length * (servers.length - 1);
@@ -202,18 +265,98 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
     log.info(`harness[${mode}]: ${wl.kind} for ${wl.durationMs / 1000}s, ${wl.threads} writers per node, seed ${wl.seed}, faults: ${(o.faults ?? []).length}`);
     const writers = Promise.all(servers.map((s, i) => runWriters({ name: names[i]!, url: writerProxies[i]!.rewrite(s.url) }, wl, control)));
     const abort = new AbortController();
+    /** A write on every node: the replicator has a batch with data to apply, whether writers still run or not. */
+    const writeMarks = async () => {
+      const token = randomUUID();
+      for (const [i, s] of servers.entries()) {
+        const c = await connect(s.url);
+        await c.execute(writeMarkSql(MARK_SCHEMA), [names[i]!, token, token]).finally(() => c.end());
+      }
+    };
+    let turn: Promise<void> = Promise.resolve();
+    /** Waits for the previous commit-point kill or twin to finish; call the result when done. */
+    const takeTurn = async (): Promise<() => void> => {
+      const previous = turn;
+      let done!: () => void;
+      turn = new Promise((resolve) => (done = resolve));
+      // An aborted run waits for no one (what is broken is being healed).
+      await Promise.race([previous, new Promise((resolve) => (abort.signal.aborted ? resolve(undefined) : abort.signal.addEventListener('abort', resolve, { once: true })))]);
+      return done;
+    };
+    let releaseTurn: (() => void) | undefined;
+    /** Seed 001's shape: a second replicator beside one that streams (not one still starting). */
+    const startTwin = async (withinMs: number): Promise<KillOutcome> => {
+      while (!(await replicator!.ready(1000))) {
+        if (abort.signal.aborted) return { killed: false, note: 'the run ended first' };
+      }
+      const old = replicator!;
+      const totals = statusTotals(old.lastStatus).totals;
+      const twin = newReplicator();
+      twin.start();
+      // Both stream at once; then the old instance must find out on its next write that the twin owns
+      // the checkpoints, and stop.
+      let twinStreams = false;
+      const end = await old.awaitOwnEnd(
+        withinMs,
+        (exit) => /lost ownership/.test(exit.lastError ?? ''),
+        async () => {
+          twinStreams = await twin.ready(60_000);
+          await writeMarks();
+        },
+      );
+      accumulated.push(totals);
+      retired.push(old);
+      replicator = twin;
+      return {
+        killed: true,
+        ...(end.ended ? {} : { note: `the old instance was still running after ${withinMs}ms: killed` }),
+        detail: { twinStreamed: twinStreams, oldStopped: end.ended, oldStopMs: end.ms, oldExit: end.exit && { code: end.exit.code, signal: end.exit.signal, lastError: end.exit.lastError } },
+      };
+    };
     const faults = runFaults(
       o.faults ?? [],
       wl.durationMs,
       {
-        killReplicator: async () => {
-          if (!replicator!.running) return false;
-          accumulated.push(statusTotals(replicator!.lastStatus).totals);
-          return replicator!.kill();
+        killReplicator: async (point) => {
+          if (!point && !replicator!.running) return false;
+          const totals = statusTotals(replicator!.lastStatus).totals;
+          if (!point) {
+            accumulated.push(totals);
+            return replicator!.kill();
+          }
+          // Commit-point kills and twins take turns, each until its replicator streams again.
+          const done = await takeTurn();
+          if (abort.signal.aborted) {
+            done();
+            return { killed: false, note: 'the run ended first' };
+          }
+          const r = await replicator!.killAt(KILL_FAILPOINTS[point], COMMIT_POINT_WAIT_MS, writeMarks);
+          if (!r.killed) {
+            done();
+            return { killed: false, ...(r.note ? { note: r.note } : {}) };
+          }
+          accumulated.push(totals);
+          releaseTurn = done;
+          return { killed: true, detail: await commitPointDetail(r.hit!) };
         },
-        restartReplicator: async () => replicator!.start(),
-        cutNetwork: (node, how, target) => (target === 'writers' ? writerProxies : proxies)[names.indexOf(node)]!.cut(how),
-        healNetwork: (node, target) => (target === 'writers' ? writerProxies : proxies)[names.indexOf(node)]!.restore(),
+        restartReplicator: async () => {
+          replicator!.start();
+          const done = releaseTurn;
+          releaseTurn = undefined;
+          if (done) void replicator!.ready(60_000).finally(done);
+        },
+        cutNetwork: (link, how, target, slow) => linksOf(link, target).reduce((n, p) => n + (how === 'slow' ? p.slow(slow ?? { latencyMs: 0 }) : p.cut(how)), 0),
+        healNetwork: (link, target) => {
+          for (const p of linksOf(link, target)) p.restore();
+        },
+        startTwin: async (withinMs) => {
+          const done = await takeTurn();
+          try {
+            return await startTwin(withinMs);
+          } finally {
+            done();
+          }
+        },
         stopServer: async (node, how) => servers[names.indexOf(node)]!.halt({ abrupt: how === 'abrupt' }),
         startServer: async (node) => servers[names.indexOf(node)]!.start(),
         setSkew: (node, ms) => skew.set(node, ms),
@@ -309,14 +452,15 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
       engine: o.engine,
       seed: wl.seed,
       durationMs: writeMs,
+      startedAt: started,
       transactions,
       operations: acked.length,
       writerRetries: results.reduce((n, r) => n + r.retries, 0),
       throughput: transactions / (writeMs / 1000),
       faultsInjected: effects.filter((e) => e.tookEffect).length,
       faults: effects,
-      replicatorKills: replicator.kills,
-      replicatorStarts: replicator.starts,
+      replicatorKills: [...retired, replicator].reduce((n, r) => n + r.kills, 0),
+      replicatorStarts: [...retired, replicator].reduce((n, r) => n + r.starts, 0),
       harnessLoopDelayMs: { max: Math.round(loopDelay.max / 1e6), p99: Math.round(loopDelay.percentile(99) / 1e6) },
       directions,
       converged: converged && state.identical,
@@ -336,7 +480,8 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
     };
   } finally {
     await replicator?.stop().catch(() => undefined);
-    for (const p of [...proxies, ...writerProxies]) await p.stop();
+    for (const r of retired) await r.stop().catch(() => undefined);
+    for (const p of [...links.map((l) => l.proxy), ...writerProxies]) await p.stop();
     if (owned) await Promise.all(servers.map((s) => s.destroy()));
   }
 }

@@ -111,14 +111,19 @@ export interface WriterStats {
   shapes: Record<string, number>;
 }
 
-/** Writer clock skew per node, settable while writers run (the clock-skew fault). */
+/**
+ * Writer clock skew per node, settable while writers run (the clock-skew fault). A clock ahead is
+ * played as every other node's clock behind by as much: the triggers refuse SET TIMESTAMP ahead of
+ * the server's clock, and only the nodes' clocks relative to each other decide LWW.
+ */
 export class ClockSkew {
   private readonly skewMs = new Map<string, number>();
   set(node: string, ms: number): void {
     this.skewMs.set(node, ms);
   }
+  /** The offset a node's writers apply (never ahead of the server's clock). */
   get(node: string): number {
-    return this.skewMs.get(node) ?? 0;
+    return (this.skewMs.get(node) ?? 0) - Math.max(0, ...this.skewMs.values());
   }
 }
 

@@ -11,31 +11,31 @@ import { explainPrivilegeError } from '../db/privileges.ts';
 import { InstallRefusedError, InstallUndoneError, InvalidOptionsError, LwwError, NodeIdConflictError, UnsupportedTableError } from '../errors.ts';
 import { tombstoneTableName, triggerName } from '../model/names.ts';
 import { MAX_NODE_ID } from '../model/version.ts';
-import { COLUMNS_SQL, VERSION_SQL } from '../sql/introspect.ts';
 import {
   addVersionColumnSql,
-  hideVersionColumnSql,
-  supportsInvisibleColumns,
   backfillVersionSql,
   CASCADE_CHILDREN_SQL,
   countRegisteredTablesSql,
   dropSchemaSql,
   dropTableSql,
   dropVersionColumnSql,
+  hideVersionColumnSql,
   insertNodeIdSql,
   lockTableForWriteSql,
-  markVersionColumnAddedSql,
   META_TABLE_EXISTS_SQL,
+  markVersionColumnAddedSql,
   registerTableSql,
   SAVE_SESSION_SQL,
   SET_SESSION_SQL,
   selectNodeIdSql,
   selectRegisteredTablesSql,
   showCreateTriggerSql,
+  supportsInvisibleColumns,
   TABLE_TRIGGERS_SQL,
   UNLOCK_TABLES_SQL,
   unregisterTableSql,
 } from '../sql/install.ts';
+import { COLUMNS_SQL, VERSION_SQL } from '../sql/introspect.ts';
 import { quoteIdent } from '../sql/quote.ts';
 import { type CascadeChild, dropTriggerSql, TRIGGER_KINDS, type TriggerDefinition, triggerDefinitions } from '../sql/triggers.ts';
 import { type Logger, silentLogger } from '../writer/options.ts';
@@ -242,15 +242,15 @@ async function ensureTriggers(conn: Connection, schema: string, table: string, d
   return [...missing, ...outdated].map((d) => d.name).concat(stale);
 }
 
-/** Installed tables whose rows reference this table with ON DELETE CASCADE (not itself). */
+/** Installed tables whose rows reference this table with ON DELETE CASCADE or SET NULL (not itself). */
 async function cascadeChildren(conn: Connection, ref: TableRef, installed: Map<string, RegistryRow>): Promise<CascadeChild[]> {
   const [rows] = await conn.query<RowDataPacket[]>(CASCADE_CHILDREN_SQL, [ref.schema, ref.table]);
-  const byFk = new Map<string, { schema: string; table: string; columns: { child: string; parent: string }[] }>();
+  const byFk = new Map<string, { schema: string; table: string; onDelete: 'CASCADE' | 'SET NULL'; columns: { child: string; parent: string }[] }>();
   for (const r of rows) {
     const child = { schema: String(r.childSchema), table: String(r.childTable) };
     if (child.schema === ref.schema && child.table === ref.table) continue;
     const key = `${formatTableRef(child)}\u0000${String(r.name)}`;
-    const fk = byFk.get(key) ?? { ...child, columns: [] };
+    const fk = byFk.get(key) ?? { ...child, onDelete: String(r.onDelete) === 'SET NULL' ? ('SET NULL' as const) : ('CASCADE' as const), columns: [] };
     fk.columns.push({ child: String(r.childColumn), parent: String(r.parentColumn) });
     byFk.set(key, fk);
   }
@@ -426,8 +426,8 @@ export async function install(options: InstallOptions): Promise<InstallResult> {
             parents.set(formatTableRef(parent), parent);
             added.find((a) => a.ref === ref)?.parents.push(parent);
           }
-          // ON DELETE CASCADE from an installed parent is covered by the parent's BEFORE DELETE trigger.
-          if (fk.onDelete === 'CASCADE' && parentInstalled && !/CASCADE|SET/.test(fk.onUpdate)) continue;
+          // ON DELETE CASCADE / SET NULL from an installed parent is covered by the parent's BEFORE DELETE trigger.
+          if ((fk.onDelete === 'CASCADE' || fk.onDelete === 'SET NULL') && parentInstalled && !/CASCADE|SET/.test(fk.onUpdate)) continue;
           const warning =
             `${name}: foreign key ${fk.name} (ON DELETE ${fk.onDelete}, ON UPDATE ${fk.onUpdate}) changes rows when ${fk.parent} changes, ` +
             'and such cascaded changes fire no triggers: they get no new version' +

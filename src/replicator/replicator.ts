@@ -23,6 +23,12 @@ export class ReplicatorConfigError extends LwwError {}
 export interface ReplicatorOptions {
   /** mysql:// URLs of the nodes (two or more). */
   nodes: readonly string[];
+  /**
+   * Per-direction URLs that replace a node's URL for one direction's connections: key `n1>n2.capture`
+   * (the n1→n2 direction reading n1) or `n1>n2.sink` (it writing into n2); nodes are named n1, n2, …
+   * in the order of `nodes`. The node must be the same server (a proxy in front of it, another address).
+   */
+  routes?: Readonly<Record<string, string>>;
   /** Tables to replicate (`db.t`, or `db` for a schema); default: the tables registered by install on each node. */
   tables?: readonly TableSelector[];
   metaSchema?: string;
@@ -116,16 +122,26 @@ export class Replicator {
       },
     );
     this.nodes = nodes;
+    for (const key of Object.keys(this.options.routes ?? {})) {
+      const m = /^(n\d+)>(n\d+)\.(capture|sink)$/.exec(key);
+      if (!m || m[1] === m[2] || !nodes.some((n) => n.name === m[1]) || !nodes.some((n) => n.name === m[2])) {
+        throw new ReplicatorConfigError(`route "${key}": expected nA>nB.capture or nA>nB.sink with two of the nodes ${nodes.map((n) => n.name).join(', ')}`);
+      }
+    }
     for (const warning of warnings) this.log.warn(warning);
     const tables = this.options.tables ?? registered;
     if (tables.length === 0) throw new ReplicatorConfigError('no tables to replicate: install some (lww-sink install) or pass --tables');
     for (const source of nodes) {
       for (const target of nodes) {
         if (source === target) continue;
+        const via = (node: NodeRef, role: 'capture' | 'sink'): NodeRef => {
+          const url = this.options.routes?.[`${source.name}>${target.name}.${role}`];
+          return url === undefined ? node : { ...node, url };
+        };
         this.directions.push(
           new Direction({
-            source,
-            target,
+            source: via(source, 'capture'),
+            target: via(target, 'sink'),
             tables,
             metaSchema,
             versionColumn: this.options.versionColumn ?? '_lww_ts',

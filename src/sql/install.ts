@@ -17,13 +17,13 @@ export const TABLE_TRIGGERS_SQL =
   'SELECT TRIGGER_NAME AS name, ACTION_TIMING AS timing, EVENT_MANIPULATION AS event FROM information_schema.TRIGGERS' +
   ' WHERE EVENT_OBJECT_SCHEMA = ? AND EVENT_OBJECT_TABLE = ?';
 
-/** Foreign-key columns of tables whose rows reference this one with ON DELETE CASCADE (bound: schema, table). */
+/** Foreign-key columns of tables whose rows reference this one with ON DELETE CASCADE or SET NULL (bound: schema, table). */
 export const CASCADE_CHILDREN_SQL =
   'SELECT kcu.TABLE_SCHEMA AS childSchema, kcu.TABLE_NAME AS childTable, kcu.CONSTRAINT_NAME AS name,' +
-  ' kcu.COLUMN_NAME AS childColumn, kcu.REFERENCED_COLUMN_NAME AS parentColumn' +
+  ' kcu.COLUMN_NAME AS childColumn, kcu.REFERENCED_COLUMN_NAME AS parentColumn, rc.DELETE_RULE AS onDelete' +
   ' FROM information_schema.REFERENTIAL_CONSTRAINTS rc JOIN information_schema.KEY_COLUMN_USAGE kcu' +
   ' ON kcu.CONSTRAINT_SCHEMA = rc.CONSTRAINT_SCHEMA AND kcu.CONSTRAINT_NAME = rc.CONSTRAINT_NAME AND kcu.TABLE_NAME = rc.TABLE_NAME' +
-  " WHERE rc.UNIQUE_CONSTRAINT_SCHEMA = ? AND rc.REFERENCED_TABLE_NAME = ? AND rc.DELETE_RULE = 'CASCADE'" +
+  " WHERE rc.UNIQUE_CONSTRAINT_SCHEMA = ? AND rc.REFERENCED_TABLE_NAME = ? AND rc.DELETE_RULE IN ('CASCADE', 'SET NULL')" +
   ' ORDER BY kcu.TABLE_SCHEMA, kcu.TABLE_NAME, kcu.CONSTRAINT_NAME, kcu.ORDINAL_POSITION';
 
 /** CHECK clauses of a table: MariaDB's JSON is LONGTEXT with CHECK (json_valid(`col`)) (bound: schema, table). */

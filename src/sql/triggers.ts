@@ -3,8 +3,8 @@
 // server holds with what it would create, and an operator reads exactly what runs.
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { MAX_NODE_ID } from '../model/version.ts';
 import { APPLY_SECRET_TABLE, triggerName } from '../model/names.ts';
+import { MAX_NODE_ID } from '../model/version.ts';
 import { quoteIdent, quoteList, quoteTable } from './quote.ts';
 
 export type TriggerKind = 'bi' | 'ai' | 'bu' | 'au' | 'ad' | 'bd';
@@ -19,12 +19,14 @@ export interface TriggerTarget {
   tombstoneTable: string;
   /** Baked into the trigger text: the low 10 bits of every version this server stamps. */
   nodeId: number;
-  /** Installed tables whose rows reference this one with ON DELETE CASCADE (they get a BEFORE DELETE trigger). */
+  /** Installed tables whose rows reference this one with ON DELETE CASCADE or SET NULL (they get a BEFORE DELETE trigger). */
   cascades?: readonly CascadeChild[];
 }
 
-/** A table whose rows are deleted by a foreign key's ON DELETE CASCADE when a row of the parent goes. */
+/** A table whose rows a foreign key's ON DELETE CASCADE (or SET NULL) deletes (or changes) when a row of the parent goes. */
 export interface CascadeChild {
+  /** Default CASCADE. */
+  onDelete?: 'CASCADE' | 'SET NULL';
   schema: string;
   table: string;
   primaryKey: readonly string[];
@@ -130,7 +132,10 @@ export function triggerDefinitions(target: TriggerTarget): TriggerDefinition[] {
   const cascades = target.cascades ?? [];
   const texts = triggerTemplates();
   const kinds = cascades.length > 0 ? [...KINDS, CASCADE_KIND] : KINDS;
-  const vars0 = { ...shared, cascade_tombstones: cascades.map((c) => cascadeTombstones(c, target.metaSchema, shared.now_us, shared.node_id)).join('\n') };
+  const vars0 = {
+    ...shared,
+    cascade_tombstones: cascades.map((c) => (c.onDelete === 'SET NULL' ? setNullChildren(c) : cascadeTombstones(c, target.metaSchema, shared.now_us, shared.node_id))).join('\n'),
+  };
   return kinds.map((k, i) => {
     const name = triggerName(target.table, k.kind);
     // Head and body are rendered apart: a quoted name may contain any text, even "FOR EACH ROW".
@@ -165,6 +170,18 @@ function cascadeTombstones(c: CascadeChild, metaSchema: string, nowUs: string, n
     `    INSERT INTO ${tomb} (${quoteList([...c.primaryKey, c.versionColumn])}) SELECT ${c.primaryKey.map((k) => `${child}.${quoteIdent(k)}`).join(', ')}, GREATEST(lww_v, ${hlc(`${child}.${v}`)})` +
     ` FROM ${child} WHERE ${ofParent} AND NOT EXISTS (SELECT 1 FROM ${tomb} WHERE ${keyMatch});`
   );
+}
+
+/**
+ * ON DELETE SET NULL done by the parent's delete itself, before the foreign key would: an UPDATE
+ * the child's own triggers stamp with a new version (a cascade's change gets none, so it would never
+ * win anywhere, and a peer whose parent row was re-inserted would keep the old reference). The
+ * foreign key's own action then finds nothing left to change.
+ */
+function setNullChildren(c: CascadeChild): string {
+  const child = quoteTable(c.schema, c.table);
+  const ofParent = c.columns.map((p) => `${child}.${quoteIdent(p.child)} = OLD.${quoteIdent(p.parent)}`).join(' AND ');
+  return `    UPDATE ${child} SET ${c.columns.map((p) => `${quoteIdent(p.child)} = NULL`).join(', ')} WHERE ${ofParent};`;
 }
 
 /** DROP TRIGGER IF EXISTS for one of a table's triggers. */

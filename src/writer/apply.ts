@@ -73,6 +73,10 @@ export interface ApplyContext {
    * (a single row larger than it is refused by the sink before it gets here). Default: no byte split.
    */
   maxPacketBytes?: number;
+  /** Called after the data statements, before COMMIT is sent (the commit-point failpoints). */
+  beforeCommit?: () => void;
+  /** Called once COMMIT is sent, before its reply is read. */
+  commitSent?: () => void;
 }
 
 export interface BatchOutcome {
@@ -577,7 +581,10 @@ export async function applyBatch(ctx: ApplyContext, plans: TablePlan[], advances
       for (const plan of [...plans].reverse()) await applyDeletesLww(ctx, plan, countsOf(plan));
       for (const plan of plans) await applyUpsertsLww(ctx, plan, countsOf(plan));
     }
-    await ctx.conn.query('COMMIT');
+    ctx.beforeCommit?.();
+    const commit = ctx.conn.query('COMMIT');
+    ctx.commitSent?.();
+    await commit;
   } catch (err) {
     await ctx.conn.query('ROLLBACK').catch(() => undefined);
     throw err;

@@ -24,6 +24,10 @@ import { backoffDelay, isConnectionLost, isRetryable, serverMessage, sleep } fro
 import { emptyCounters, emptyStats, mergeBatch, type SinkStats, type TableCounters } from './stats.ts';
 import { loadTableMeta, TableMetadataCache } from './table-metadata.ts';
 import type { SqlValue } from './values.ts';
+import { killProcessAt } from '../failpoints/failpoints.ts';
+
+/** sinkKillCommitInFlight: how long the thread holds still after sending COMMIT, so the server commits while its reply stays unread. */
+const COMMIT_IN_FLIGHT_HOLD_MS = 300;
 
 export interface Checkpoint {
   sourceId: string;
@@ -105,6 +109,8 @@ class LwwSink implements Sink {
   private writeChain: Promise<void> = Promise.resolve();
   private seq = 0;
   private committedSeq = 0;
+  /** Per source, the position of the last commit this process saw confirmed (what the commit-point failpoints report). */
+  private readonly acked = new Map<string, string>();
   private waiters: Waiter[] = [];
   private drainWaiters: Array<() => void> = [];
   private running: Promise<void> | null = null;
@@ -484,6 +490,9 @@ class LwwSink implements Sink {
           });
           this.applyConn = conn;
         }
+        const where = () => ({ owner: this.options.owner, positions: Object.fromEntries([...advances.values()].map((a) => [a.sourceId, a.position])), acked: Object.fromEntries(this.acked), rows: ops.length });
+        const fp = this.options.failpoints;
+        const kills = fp.enabled && ops.length > 0;
         const outcome = await applyBatch(
           {
             conn: this.applyConn,
@@ -493,6 +502,12 @@ class LwwSink implements Sink {
             queryTimeoutMs: timeouts.queryMs,
             implicitBegin: true,
             maxPacketBytes: this.maxPacketBytes ?? (await this.maxPacket()),
+            ...(kills
+              ? {
+                  beforeCommit: () => fp.on('sinkKillAfterStatements') && killProcessAt('sinkKillAfterStatements', where()),
+                  commitSent: () => fp.on('sinkKillCommitInFlight') && killProcessAt('sinkKillCommitInFlight', where(), COMMIT_IN_FLIGHT_HOLD_MS),
+                }
+              : {}),
           },
           plans,
           [...advances.values()],
@@ -502,6 +517,8 @@ class LwwSink implements Sink {
         this.counters.batches++;
         this.counters.transactions += batch.length;
         this.counters.rows += ops.length;
+        if (kills && fp.on('sinkKillAfterCommit')) killProcessAt('sinkKillAfterCommit', where());
+        for (const a of advances.values()) this.acked.set(a.sourceId, a.position);
         this.options.onCommit?.({
           committedAtMs: Date.now(),
           transactions: batch.map((q) => ({ sourceId: q.txn.sourceId, position: q.txn.position, maxVersion: q.txn.maxVersion, changes: q.txn.ops.length })),

@@ -1,5 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { type FaultActions, modeOf, occurrences, parseDuration, parseFault, runFaults } from '../../src/harness/faults.ts';
+import { routesFromEnv } from '../../src/cli/commands/replicate.ts';
+import { allFaults } from '../../src/cli/workload-flags.ts';
+import { type FaultActions, linkOf, modeOf, occurrences, parseDuration, parseFault, runFaults, skewOf } from '../../src/harness/faults.ts';
+import { ClockSkew } from '../../src/harness/workload.ts';
 
 function recorder(log: string[], over: Partial<FaultActions> = {}): FaultActions {
   return {
@@ -36,6 +39,67 @@ describe('fault terms', () => {
     expect(parseFault('restart:n2@45s/3s:abrupt')).toMatchObject({ kind: 'restart', node: 'n2', durationMs: 3000, mode: 'abrupt' });
     expect(parseFault('restart:n2@45s/3s:clean').mode).toBe('clean');
     expect(parseFault('net:n1@30s/10s').mode).toBeUndefined();
+  });
+  it('cut one direction, or one end of it: its reading of the source (capture) or its writing into the target (sink)', () => {
+    expect(parseFault('net:n1>n2@1s/2s')).toEqual({ kind: 'net', node: 'n1', to: 'n2', atMs: 1000, durationMs: 2000 });
+    expect(parseFault('net:n2>n1.sink@1s/2s:blackhole')).toEqual({ kind: 'net', node: 'n2', to: 'n1', role: 'sink', atMs: 1000, durationMs: 2000, mode: 'blackhole' });
+    expect(linkOf(parseFault('net:n1>n2.capture@1s'))).toBe('n1>n2.capture');
+    expect(linkOf(parseFault('net:n2@1s'))).toBe('n2');
+    expect(() => parseFault('net:n1>n1@1s')).toThrow(/two different nodes/);
+    expect(() => parseFault('restart:n1>n2@1s')).toThrow(/not a node/);
+    expect(() => parseFault('net:n1>n2.reader@1s')).toThrow(/not a node or a direction/);
+  });
+  it('a slow link takes a latency, a bandwidth or both', () => {
+    expect(parseFault('net:n1@20s/30s:slow=50ms,1mbit')).toMatchObject({ mode: 'slow', slow: { latencyMs: 50, bytesPerSecond: 125_000 }, durationMs: 30_000 });
+    expect(parseFault('net:n1>n2.sink@1s:slow=200ms').slow).toEqual({ latencyMs: 200 });
+    expect(parseFault('net:n1@1s:slow=512kbit').slow).toEqual({ latencyMs: 0, bytesPerSecond: 64_000 });
+    expect(() => parseFault('net:n1@1s:slow')).toThrow(/needs =<latency>,<bandwidth>/);
+    expect(() => parseFault('net:n1@1s:drop=5ms')).toThrow(/only a slow link/);
+    // Never part of the alternation.
+    expect([0, 1, 2, 3].map((i) => modeOf(parseFault('net:n1@1s/1s~2s'), i))).not.toContain('slow');
+  });
+  it('a kill takes a commit point; twin starts a second replicator', () => {
+    expect(parseFault('kill:after-commit@20s')).toEqual({ kind: 'kill', point: 'after-commit', atMs: 20_000, durationMs: 1000 });
+    expect(parseFault('kill:commit-in-flight@2s/3s').point).toBe('commit-in-flight');
+    expect(parseFault('kill:after-statements@2s').point).toBe('after-statements');
+    expect(() => parseFault('kill:before-begin@2s')).toThrow(/commit point is one of after-statements, commit-in-flight, after-commit/);
+    expect(parseFault('twin@3s/5s')).toEqual({ kind: 'twin', atMs: 3000, durationMs: 5000 });
+    expect(() => parseFault('twin:n1@3s')).toThrow(/not a node/);
+  });
+  it('a skew changes during the run: a list of offsets in turn, or one offset alternating its sign, each held until the next', () => {
+    const list = parseFault('skew:n2@0s~10s=3s,-2s,+1s');
+    expect(list).toMatchObject({ node: 'n2', everyMs: 10_000, durationMs: 10_000, skewsMs: [3000, -2000, 1000] });
+    expect([0, 1, 2, 3].map((i) => skewOf(list, i))).toEqual([3000, -2000, 1000, 3000]);
+    const flip = parseFault('skew:n1@5s~20s=-4s');
+    expect([0, 1, 2].map((i) => skewOf(flip, i))).toEqual([-4000, 4000, -4000]);
+    expect(skewOf(parseFault('skew:n1@0s=-5s'), 0)).toBe(-5000);
+    expect(() => parseFault('skew:n1@0s/30s~10s=1s')).toThrow(/period must be longer/);
+  });
+  it('a clock ahead is every other clock behind (the triggers refuse SET TIMESTAMP ahead of the server)', () => {
+    const skew = new ClockSkew();
+    skew.set('n1', -5000);
+    expect([skew.get('n1'), skew.get('n2')]).toEqual([-5000, 0]);
+    skew.set('n2', 3000);
+    expect([skew.get('n1'), skew.get('n2')]).toEqual([-8000, 0]);
+    skew.set('n1', 4000);
+    expect([skew.get('n1'), skew.get('n2')]).toEqual([0, -1000]);
+  });
+  it('long and short runs with --all-faults skew both nodes, both signs, changing', () => {
+    for (const ms of [120_000, 20_000]) {
+      const skews = allFaults(ms).filter((f) => f.kind === 'skew');
+      expect(new Set(skews.map((f) => f.node))).toEqual(new Set(['n1', 'n2']));
+      const offsets = skews.flatMap((f) => occurrences(f, ms).map((_, i) => skewOf(f, i)));
+      expect(offsets.some((o) => o > 0) && offsets.some((o) => o < 0)).toBe(true);
+      for (const f of skews) expect(occurrences(f, ms).length).toBeGreaterThan(1);
+    }
+  });
+  it('LWW_ROUTES lists per-direction URLs', () => {
+    expect(routesFromEnv('n1>n2.capture=mysql://root:a,b@127.0.0.1:1/ n1>n2.sink=mysql://root@127.0.0.1:2/,n2>n1.sink=mysql://x@h:3/')).toEqual({
+      'n1>n2.capture': 'mysql://root:a,b@127.0.0.1:1/',
+      'n1>n2.sink': 'mysql://root@127.0.0.1:2/',
+      'n2>n1.sink': 'mysql://x@h:3/',
+    });
+    expect(routesFromEnv(' ')).toBeUndefined();
   });
   it("a net fault may cut the writers' connections instead of the replicator's", () => {
     expect(parseFault('net:n1:writers@30s/5s')).toEqual({ kind: 'net', node: 'n1', target: 'writers', atMs: 30_000, durationMs: 5000 });
@@ -88,6 +152,42 @@ describe('fault terms', () => {
     expect(effects[0]).toMatchObject({ node: 'n1', connections: 2 });
     expect(effects[1]!.stopMs).toBeGreaterThanOrEqual(0);
   });
+  it('a changing skew hands over from one offset to the next without resetting in between; the last holds to the end', async () => {
+    const log: string[] = [];
+    const effects = await runFaults([parseFault('skew:n2@0ms~30ms=3s,-2s')], 80, recorder(log));
+    expect(log).toEqual(['skew n2 3000', 'skew n2 -2000', 'skew n2 3000']);
+    expect(effects.map((e) => e.skewMs)).toEqual([3000, -2000, 3000]);
+    expect(effects.at(-1)!.note).toMatch(/run's end/);
+  });
+  it('a slow link and a one-direction cut reach the actions by their link', async () => {
+    const log: string[] = [];
+    const effects = await runFaults([parseFault('net:n1>n2.sink@0ms/10ms:slow=5ms,1mbit'), parseFault('net:n2>n1@0ms/10ms:reset')], 50, {
+      ...recorder(log),
+      cutNetwork: (link, mode, _target, slow) => {
+        log.push(`cut ${link} ${mode}${slow ? ` ${slow.latencyMs}/${slow.bytesPerSecond}` : ''}`);
+        return 1;
+      },
+    });
+    expect(log.filter((l) => l.startsWith('cut')).sort()).toEqual(['cut n1>n2.sink slow 5/125000', 'cut n2>n1 reset']);
+    expect(log.filter((l) => l.startsWith('heal')).length).toBe(2);
+    expect(effects.map((e) => e.node).sort()).toEqual(['n1>n2.sink', 'n2>n1']);
+  });
+  it('a commit-point kill that no batch reached took no effect; one that landed reports what was seen and heals from the death', async () => {
+    const log: string[] = [];
+    const effects = await runFaults([parseFault('kill:after-commit@0ms/10ms'), parseFault('kill:after-statements@20ms/10ms')], 60, {
+      ...recorder(log),
+      killReplicator: async (point) =>
+        point === 'after-commit' ? { killed: true, detail: { committed: true } } : { killed: false, note: 'no target transaction reached it' },
+    });
+    expect(effects.map((e) => [e.point, e.tookEffect])).toEqual([
+      ['after-commit', true],
+      ['after-statements', false],
+    ]);
+    expect(effects[0]!.detail).toEqual({ committed: true });
+    expect(effects[1]!.note).toMatch(/reached/);
+    expect(log.filter((l) => l === 'restart').length).toBe(1);
+  });
+
   it('cuts and heals the proxies of the target it names, and reports the target', async () => {
     const log: string[] = [];
     const effects = await runFaults([parseFault('net:n1:writers@0ms/10ms:reset'), parseFault('net:n2@20ms/10ms:drop')], 100, recorder(log));

@@ -103,6 +103,56 @@ describe('tcp proxy for network faults', () => {
     }
   });
 
+  it('a slow link delays each byte by its latency and holds a transfer to its bandwidth, each way; restore delivers the rest at full speed', async () => {
+    const fast = Date.now();
+    expect(await roundTrip(proxy.port, 'quick')).toBe('quick');
+    const fastMs = Date.now() - fast;
+    proxy.slow({ latencyMs: 150 });
+    const t0 = Date.now();
+    expect(await roundTrip(proxy.port, 'late', 2000)).toBe('late');
+    // There and back: twice the latency.
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(290);
+    proxy.restore();
+
+    // 400 kB one way at 2 Mbit/s (250 kB/s) takes at least 1.6 s; at full speed far less.
+    let received = 0;
+    let doneAt = 0;
+    const server = createServer((sock) => {
+      sock.on('error', () => undefined);
+      sock.on('data', (d) => {
+        received += d.length;
+        if (received >= 400_000 && !doneAt) doneAt = Date.now();
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    const p = new TcpProxy('127.0.0.1', (server.address() as { port: number }).port);
+    await p.start();
+    try {
+      const s = connect(p.port, '127.0.0.1');
+      s.on('error', () => undefined);
+      await new Promise((r) => s.once('connect', r));
+      expect(p.slow({ latencyMs: 0, bytesPerSecond: 250_000 })).toBe(1);
+      const start = Date.now();
+      s.write(Buffer.alloc(400_000, 1));
+      await new Promise((r) => setTimeout(r, 1000));
+      // After 1 s about 250 kB are through, not all of it.
+      expect(received).toBeGreaterThan(150_000);
+      expect(received).toBeLessThan(340_000);
+      await new Promise((r) => setTimeout(r, 1000));
+      expect(doneAt - start).toBeGreaterThanOrEqual(1500);
+      p.restore();
+      s.write(Buffer.alloc(400_000, 2));
+      const healed = Date.now();
+      while (received < 800_000 && Date.now() - healed < 2000) await new Promise((r) => setTimeout(r, 20));
+      expect(received).toBe(800_000);
+      expect(Date.now() - healed).toBeLessThan(500 + fastMs);
+      s.destroy();
+    } finally {
+      await p.stop();
+      server.close();
+    }
+  });
+
   it('rewrites a server URL to go through the proxy', () => {
     expect(proxy.rewrite('mysql://root:pw@127.0.0.1:3307/db')).toBe(`mysql://root:pw@127.0.0.1:${proxy.port}/db`);
   });

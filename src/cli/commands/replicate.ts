@@ -1,6 +1,6 @@
 // lww-sink replicate --node URL --node URL [--tables db.t,...|--schema db] [--json] [--metrics-addr [host:]port]
 import { redactSecrets } from '../../db/url.ts';
-import { Failpoints } from '../../failpoints/failpoints.ts';
+import { type FailpointName, Failpoints } from '../../failpoints/failpoints.ts';
 import { initialCopyOf } from '../../replicator/initial-copy.ts';
 import { type OpsServer, parseListenAddress, serveOps, statusDocument } from '../../replicator/metrics.ts';
 import { Replicator, type ReplicatorStatus } from '../../replicator/replicator.ts';
@@ -29,6 +29,10 @@ const HELP = `usage: lww-sink replicate --node URL --node URL [options]
   --start-timeout S        keep retrying nodes that cannot be reached yet for S seconds (default 30), then exit 3
   --failpoints SPEC        break replication on purpose (tests only), e.g. sinkDropMessage=1%return(true);
                            LWW_FAILPOINTS is read only with LWW_FAILPOINTS_ENABLE=1
+  LWW_ROUTES               per-direction URLs, e.g. "n1>n2.capture=URL n1>n2.sink=URL": the n1→n2 direction
+                           reads n1 / writes n2 through them (nodes named n1, n2… in --node order)
+  --failpoints-ipc         accept failpoints from the parent process over its IPC channel (the harness
+                           arms commit-point kills this way; tests only)
   deprecated: --status-interval (= --progress-interval), --metrics-port P (= --metrics-addr 127.0.0.1:P)
 `;
 
@@ -51,6 +55,17 @@ function formatStatus(s: ReplicatorStatus): string {
   return lines.join('\n');
 }
 
+/** LWW_ROUTES: `KEY=URL` entries separated by white space or commas (before each key). */
+export function routesFromEnv(text: string | undefined): Record<string, string> | undefined {
+  if (!text?.trim()) return undefined;
+  const routes: Record<string, string> = {};
+  for (const entry of text.trim().split(/[\s,]+(?=[A-Za-z0-9_-]+>[A-Za-z0-9_-]+\.[a-z]+=)/)) {
+    const eq = entry.indexOf('=');
+    routes[entry.slice(0, eq).trim()] = entry.slice(eq + 1).trim().replace(/,$/, '');
+  }
+  return routes;
+}
+
 const formatText = (s: ReplicatorStatus) => redactSecrets(formatStatus(s));
 
 export async function run(argv: string[]): Promise<number> {
@@ -71,6 +86,7 @@ export async function run(argv: string[]): Promise<number> {
     'gc-margin': { type: 'string' },
     'gc-retention': { type: 'string' },
     'start-timeout': { type: 'string', default: '30' },
+    'failpoints-ipc': { type: 'boolean', default: false },
   });
   if (!parsed.ok) return parsed.exit;
   const { values } = parsed;
@@ -122,8 +138,25 @@ export async function run(argv: string[]): Promise<number> {
       return EXIT.usage;
     }
   }
+  if (values['failpoints-ipc'] && process.send) {
+    // { failpoints: 'name=term;…' } from the parent (see src/harness/replicator-process.ts armFailpoints).
+    process.on('message', (m: { failpoints?: unknown }) => {
+      if (typeof m?.failpoints !== 'string') return;
+      try {
+        for (const entry of m.failpoints.split(';').filter((e) => e.trim())) {
+          const eq = entry.indexOf('=');
+          fp.enable(entry.slice(0, eq).trim() as FailpointName, entry.slice(eq + 1));
+        }
+        logger.warn('failpoints armed by the parent process', { failpoints: m.failpoints });
+      } catch (e) {
+        logger.error('failpoints from the parent process refused', { error: (e as Error).message });
+      }
+    });
+    process.channel?.unref();
+  }
   const replicator = new Replicator({
     nodes,
+    routes: routesFromEnv(process.env.LWW_ROUTES),
     tables: tables.length > 0 ? tables : undefined,
     metaSchema: values['meta-schema'],
     sink: { ...(typeof batchRows === 'number' ? { batch: { maxRows: batchRows } } : {}), failpoints: fp },

@@ -1,0 +1,99 @@
+import type { Connection, RowDataPacket } from 'mysql2/promise';
+import { expect, it } from 'vitest';
+import { currentPosition } from '../../src/capture/source.ts';
+import { auditHistory } from '../../src/checker/index.ts';
+import { connect } from '../../src/db/connection.ts';
+import { describeEachEngine } from '../helpers/engines.ts';
+import { converged, setupNodes, startReplicator } from '../helpers/replication.ts';
+
+// ON DELETE SET NULL between replicated tables, with writes on both nodes: the parent's delete nulls
+// the children itself (its BEFORE DELETE trigger, so the change gets a version and replicates), and a
+// child row newer than its parent's delete lands with the reference cleared.
+describeEachEngine('ON DELETE SET NULL across nodes', 2, (ctx) => {
+  const urls = () => ctx.servers.map((s) => s.url);
+  const pause = () => new Promise((r) => setTimeout(r, 5));
+  const DDL = [
+    'CREATE TABLE {{db}}.p (id INT NOT NULL PRIMARY KEY, name CHAR(8) NOT NULL) ENGINE=InnoDB',
+    'CREATE TABLE {{db}}.c (id INT NOT NULL PRIMARY KEY, pid INT NULL, note CHAR(8) NOT NULL, FOREIGN KEY (pid) REFERENCES {{db}}.p (id) ON DELETE SET NULL) ENGINE=InnoDB',
+  ];
+
+  async function heads(): Promise<string[]> {
+    const out: string[] = [];
+    for (const url of urls()) {
+      const c = await connect(url);
+      try {
+        out.push(await currentPosition(c));
+      } finally {
+        await c.end();
+      }
+    }
+    return out;
+  }
+
+  async function rowsOf(c: Connection, sql: string): Promise<string[]> {
+    const [rows] = await c.query<RowDataPacket[]>(sql);
+    return rows.map((r) => Object.values(r).map(String).join('|'));
+  }
+
+  it('a parent deleted on one node while the other keeps it newer: the children are nulled on both, with a version', async () => {
+    const conns = await setupNodes(urls(), 'fknull2', DDL, ['p', 'c']);
+    const [a, b] = conns as [Connection, Connection];
+    let rep = await startReplicator(urls());
+    await a.query("INSERT INTO fknull2.p (id, name) VALUES (1, 'parent')");
+    await a.query("INSERT INTO fknull2.c (id, pid, note) VALUES (10, 1, 'child')");
+    await converged(conns, 'fknull2', 'c');
+    await rep.stop();
+    const from = await heads();
+    // B deletes the parent (its children lose the reference); later A updates the parent, which wins.
+    await b.query('DELETE FROM fknull2.p WHERE id = 1');
+    await pause();
+    await a.query("UPDATE fknull2.p SET name = 'renamed' WHERE id = 1");
+    const [[child]] = await b.query<RowDataPacket[]>('SELECT pid, CAST(_lww_ts AS CHAR) AS v FROM fknull2.c WHERE id = 10');
+    expect(child!.pid).toBeNull();
+    rep = await startReplicator(urls());
+    try {
+      await converged(conns, 'fknull2', 'p');
+      await converged(conns, 'fknull2', 'c');
+      for (const c of conns) {
+        expect(await rowsOf(c, 'SELECT id, name FROM fknull2.p')).toEqual(['1|renamed']);
+        expect(await rowsOf(c, 'SELECT id, COALESCE(pid, "null"), CAST(_lww_ts AS CHAR) FROM fknull2.c')).toEqual([`10|null|${child!.v}`]);
+      }
+    } finally {
+      await rep.stop();
+    }
+    const report = await auditHistory({ nodes: urls(), from, tables: ['fknull2.p', 'fknull2.c'] });
+    expect(report.counts, JSON.stringify(report.findings, (_k, v) => (typeof v === 'bigint' ? String(v) : v))).toEqual({ lww_violation: 0, lost: 0, redundant: 0, inconsistent: 0 });
+    for (const c of conns) await c.end();
+  });
+
+  it('a child row newer than the delete of its ON DELETE SET NULL parent lands with the reference cleared on both nodes', async () => {
+    const conns = await setupNodes(urls(), 'fknull', DDL, ['p', 'c']);
+    const [a, b] = conns as [Connection, Connection];
+    let rep = await startReplicator(urls());
+    await a.query("INSERT INTO fknull.p (id, name) VALUES (1, 'parent')");
+    await a.query("INSERT INTO fknull.c (id, pid, note) VALUES (10, NULL, 'child')");
+    await converged(conns, 'fknull', 'c');
+    await rep.stop();
+    const from = await heads();
+    // A deletes the parent; later, B points the child at it (B still holds the parent).
+    await a.query('DELETE FROM fknull.p WHERE id = 1');
+    await pause();
+    await b.query("UPDATE fknull.c SET pid = 1, note = 'adopted' WHERE id = 10");
+    rep = await startReplicator(urls());
+    try {
+      await converged(conns, 'fknull', 'c');
+      await converged(conns, 'fknull', 'p');
+      expect((await rep.status()).directions.map((d) => d.state)).toEqual(['streaming', 'streaming']);
+      for (const c of conns) {
+        expect(await rowsOf(c, 'SELECT id, COALESCE(pid, "null"), note FROM fknull.c')).toEqual(['10|null|adopted']);
+        expect(await rowsOf(c, 'SELECT id FROM fknull.p')).toEqual([]);
+      }
+    } finally {
+      await rep.stop();
+    }
+    const report = await auditHistory({ nodes: urls(), from, tables: ['fknull.p', 'fknull.c'] });
+    expect(report.counts, JSON.stringify(report.findings, (_k, v) => (typeof v === 'bigint' ? String(v) : v))).toEqual({ lww_violation: 0, lost: 0, redundant: 0, inconsistent: 0 });
+    expect(report.foreignKeySetNull).toBe(1);
+    for (const c of conns) await c.end();
+  });
+});
