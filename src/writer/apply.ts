@@ -57,6 +57,10 @@ export interface CheckpointAdvance {
   epoch: bigint;
   /** Source time (µs) reached at `position`; undefined keeps the stored one. */
   sourceTimeUs?: bigint;
+  /** The apply worker whose checkpoint row this advances (0 for a single worker). */
+  worker: number;
+  /** The sink's ordinal of the source transaction at `position` (orders a stream's worker rows). */
+  seq: bigint;
 }
 
 export interface ApplyContext {
@@ -562,7 +566,7 @@ export async function applyBatch(ctx: ApplyContext, plans: TablePlan[], advances
     for (const a of advances) {
       const res = await run(ctx, `${ctx.metaSchema}.checkpoints`, {
         sql: advanceCheckpointSql(ctx.metaSchema),
-        values: [a.position, a.version.toString(), a.sourceTimeUs === undefined ? null : a.sourceTimeUs.toString(), a.sourceId, a.epoch.toString()],
+        values: [a.position, a.version.toString(), a.sourceTimeUs === undefined ? null : a.sourceTimeUs.toString(), a.seq.toString(), a.sourceId, a.worker, a.epoch.toString()],
       });
       if (res.affectedRows === 0) {
         const [rows] = await ctx.conn.query<RowDataPacket[]>(readCheckpointSql(ctx.metaSchema), [a.sourceId]);
