@@ -3,7 +3,7 @@
 //   2. by a plain copy: the same keyset reads, written with multi-row REPLACE INTO (no LWW),
 //   3. by the initial copy again into the now full table (every row stale: the merge case).
 // Prints rows/s and the ratio copy / REPLACE measured in this run (machines here are noisy).
-//   npx tsx scripts/bench-copy.ts [--engine mysql|mariadb] [--rows 200000] [--chunk-rows 2000]
+//   npx tsx scripts/bench-copy.ts [--engine mysql|mariadb] [--rows 200000] [--chunk-rows 2000] [--apply-workers 1,4]
 import { parseArgs } from 'node:util';
 import type { Connection } from 'mysql2/promise';
 import { connect } from '../src/db/connection.ts';
@@ -22,12 +22,15 @@ const { values } = parseArgs({
     rows: { type: 'string', default: '200000' },
     'chunk-rows': { type: 'string', default: '2000' },
     rounds: { type: 'string', default: '3' },
+    /** The sink's apply workers; a list runs the first two copies once per count. */
+    'apply-workers': { type: 'string', default: '1' },
   },
 });
 const engine = values.engine === 'mariadb' ? 'mariadb' : 'mysql';
 const ROWS = Number(values.rows);
 const CHUNK = Number(values['chunk-rows']);
 const ROUNDS = Math.max(1, Number(values.rounds));
+const APPLY_WORKERS = values['apply-workers'].split(',').map(Number);
 const DB = 'bench_copy';
 const COLUMNS = ['id', 'a', 'b', 'c', 'd', '_lww_ts'];
 const DDL = `CREATE TABLE ${quoteIdent(DB)}.t (id BIGINT NOT NULL PRIMARY KEY, a INT NOT NULL, b VARCHAR(64) NOT NULL, c DOUBLE NOT NULL, d DATETIME(6) NOT NULL, _lww_ts BIGINT UNSIGNED NOT NULL)`;
@@ -60,8 +63,8 @@ async function fill(conn: Connection, rows: number): Promise<void> {
   await conn.query('SET @lww_apply = NULL');
 }
 
-async function lwwCopy(source: string, target: string, compareTarget: boolean): Promise<number> {
-  const sink = createSink({ target, batch: { maxDelayMs: 5 }, owner: 'bench' });
+async function lwwCopy(source: string, target: string, compareTarget: boolean, applyWorkers = 1): Promise<number> {
+  const sink = createSink({ target, batch: { maxDelayMs: 5 }, owner: 'bench', applyWorkers });
   const start = process.hrtime.bigint();
   const report = await copyTables({
     sourceUrl: source,
@@ -127,9 +130,12 @@ try {
   for (let round = 0; round < ROUNDS; round++) {
     await truncate();
     record('plain copy, multi-row REPLACE INTO', await replaceCopy(a!.url, b!.url));
-    await truncate();
-    record('initial copy into an empty table', await lwwCopy(a!.url, b!.url, true));
-    record('initial copy into a table holding every row', await lwwCopy(a!.url, b!.url, true));
+    for (const n of APPLY_WORKERS) {
+      const workers = APPLY_WORKERS.length > 1 ? `, ${n} apply worker(s)` : '';
+      await truncate();
+      record(`initial copy into an empty table${workers}`, await lwwCopy(a!.url, b!.url, true, n));
+      record(`initial copy into a table holding every row${workers}`, await lwwCopy(a!.url, b!.url, true, n));
+    }
     await truncate();
     record('same, without target lookups: into an empty table', await lwwCopy(a!.url, b!.url, false));
     record('same, without target lookups: every row stale', await lwwCopy(a!.url, b!.url, false));

@@ -1,5 +1,6 @@
 // End-to-end backlog drain against what users would run instead. Three servers of one engine:
-// A (source), B (this project's replicator A→B), R (a native asynchronous replica of A).
+// A (source), B (this project's replicator A→B; one B per --apply-workers count, drained one after
+// another), R (a native asynchronous replica of A).
 //  1. A and B get the same sysbench tables, installed; R replicates A from its first event, then
 //     stops. The replicator records its start position on B, then stops.
 //  2. Backlog: sysbench-like single-row updates (oltp_update_non_index) over 10 tables commit
@@ -14,13 +15,14 @@
 // Prints transactions/s of each (backlog transactions / drain seconds) and the ratios, and checks
 // that B and R hold exactly A's rows (CHECKSUM TABLE). Compare ratios within one run.
 //   npm run bench:e2e -- [--engine mysql|mariadb] [--transactions 100000] [--threads 8] [--rows-per-table 10000] [--workers 4]
+//                        [--apply-workers 1,4]   (the replicator's apply workers per direction; a list compares them in one run)
 import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { connect } from '../src/db/connection.ts';
 import { INITIAL_VERSION, prepareWorkloadTables, runWriters, type WorkloadOptions, workloadTables } from '../src/harness/workload.ts';
 import { install } from '../src/install/install.ts';
-import { Replicator } from '../src/replicator/replicator.ts';
+import { DEFAULT_APPLY_WORKERS, Replicator } from '../src/replicator/replicator.ts';
 import { replaceRows, type SqlValue } from '../src/sql/dml.ts';
 import { quoteTable } from '../src/sql/quote.ts';
 import { createDatabaseSql, createMarksSql, createSbtestSql, readMarkSql, writeMarkSql } from '../src/sql/workload.ts';
@@ -33,11 +35,14 @@ const { values } = parseArgs({
     threads: { type: 'string', default: '8' },
     'rows-per-table': { type: 'string', default: '10000' },
     workers: { type: 'string', default: '4' },
+    'apply-workers': { type: 'string', default: `1,${DEFAULT_APPLY_WORKERS}` },
   },
 });
 const engine = values.engine === 'mariadb' ? 'mariadb' : 'mysql';
 const TRANSACTIONS = Number(values.transactions);
 const WORKERS = Number(values.workers);
+const APPLY_WORKERS = values['apply-workers'].split(',').map(Number);
+if (APPLY_WORKERS.some((n) => !Number.isInteger(n) || n < 1)) throw new RangeError(`--apply-workers must list positive integers (got ${values['apply-workers']})`);
 const SCHEMA = 'e2e';
 const MARKS = 'e2e_marks';
 const LIMIT_SCHEMA = 'e2e_limit';
@@ -116,8 +121,8 @@ async function configureReplica(replica: RunningServer, source: RunningServer): 
 
 const replicaSql = (start: boolean) => (engine === 'mysql' ? (start ? 'START REPLICA' : 'STOP REPLICA') : start ? 'START SLAVE' : 'STOP SLAVE');
 
-function newReplicator(a: string, b: string): Replicator {
-  return new Replicator({ nodes: [a, b], tables, initialCopy: false, sink: { batch: { maxDelayMs: 5 } }, capture: { heartbeatMs: 1000 } });
+function newReplicator(a: string, b: string, applyWorkers: number): Replicator {
+  return new Replicator({ nodes: [a, b], tables, initialCopy: false, applyWorkers, sink: { batch: { maxDelayMs: 5 } }, capture: { heartbeatMs: 1000 } });
 }
 
 /** Every row the backlog changed, as A holds it now (id, k, c, pad, version). */
@@ -162,29 +167,32 @@ async function checksums(url: string): Promise<string> {
   });
 }
 
-const servers = await startServers({ engine, count: 3 });
-const [A, B, R] = servers as [RunningServer, RunningServer, RunningServer];
+const servers = await startServers({ engine, count: 2 + APPLY_WORKERS.length });
+const [A, R, ...Bs] = servers as [RunningServer, RunningServer, ...RunningServer[]];
+const B = Bs[0]!;
 try {
   const version = await withConn(A.url, async (c) => ((await c.query('SELECT VERSION() AS v')) as unknown as [[{ v: string }]])[0][0].v);
   console.log(`bench:e2e on ${engine} ${version}: backlog of ${TRANSACTIONS} transactions (${wl.tables} tables × ${wl.rowsPerTable} rows, oltp_update_non_index, ${threads} writers)`);
   const nativeSettings = await configureReplica(R, A);
   await withConn(R.url, (c) => c.query(replicaSql(true)));
-  for (const [i, s] of [A, B].entries()) {
+  for (const [i, s] of [A, ...Bs].entries()) {
     await prepareWorkloadTables(s.url, wl);
     await withConn(s.url, async (c) => {
       await c.query(createDatabaseSql(MARKS));
       await c.query(createMarksSql(MARKS, '_lww_ts'));
     });
-    await install({ url: s.url, nodeId: i + 1, tables });
+    await install({ url: s.url, nodeId: Math.min(i, 1) + 1, tables });
   }
   // R has everything A had before the backlog; then it stops until its drain.
   await awaitMark(R.url, await writeMark(A.url), 'native replica setup');
   await withConn(R.url, (c) => c.query(replicaSql(false)));
-  // The replicator records its start position on B, then stops until its drain.
-  const first = newReplicator(A.url, B.url);
-  await first.start();
-  await first.whenStreaming();
-  await first.stop();
+  // The replicator records its start position on each B, then stops until its drain.
+  for (const [i, b] of Bs.entries()) {
+    const first = newReplicator(A.url, b.url, APPLY_WORKERS[i]!);
+    await first.start();
+    await first.whenStreaming();
+    await first.stop();
+  }
 
   let started = process.hrtime.bigint();
   const writers = await runWriters({ name: 'A', url: A.url }, wl);
@@ -192,12 +200,15 @@ try {
   const token = await writeMark(A.url);
   console.log(`  backlog: ${backlog} transactions on A in ${secondsSince(started).toFixed(1)} s (${writers.retries} retries)`);
 
-  started = process.hrtime.bigint();
-  const replicator = newReplicator(A.url, B.url);
-  await replicator.start();
-  await awaitMark(B.url, token, 'replicator');
-  const ourSecs = secondsSince(started);
-  await replicator.stop();
+  const ourSecsOf: number[] = [];
+  for (const [i, b] of Bs.entries()) {
+    started = process.hrtime.bigint();
+    const replicator = newReplicator(A.url, b.url, APPLY_WORKERS[i]!);
+    await replicator.start();
+    await awaitMark(b.url, token, 'replicator');
+    ourSecsOf.push(secondsSince(started));
+    await replicator.stop();
+  }
 
   started = process.hrtime.bigint();
   await withConn(R.url, (c) => c.query(replicaSql(true)));
@@ -208,16 +219,24 @@ try {
   const rowCount = [...rows.values()].reduce((n, r) => n + r.length, 0);
   const limitSecs = await replaceLimit(B.url, rows);
 
-  const [sumA, sumB, sumR] = await Promise.all([A, B, R].map((s) => checksums(s.url)));
+  const [sumA, sumR, ...sumBs] = await Promise.all([A, R, ...Bs].map((s) => checksums(s.url)));
   const rate = (secs: number) => backlog / secs;
-  const [ours, native, limit] = [rate(ourSecs), rate(nativeSecs), rate(limitSecs)];
+  const [native, limit] = [rate(nativeSecs), rate(limitSecs)];
   console.log(`  native: ${nativeSettings}`);
-  console.log(`  (1) this replicator A→B:        ${ourSecs.toFixed(1)} s, ${Math.round(ours)} transactions/s`);
-  console.log(`  (2) native replication:         ${nativeSecs.toFixed(1)} s, ${Math.round(native)} transactions/s`);
-  console.log(`  (3) bare REPLACE of final rows: ${limitSecs.toFixed(1)} s for ${rowCount} rows, ${Math.round(limit)} transactions/s`);
-  console.log(`  replicator / native ${(ours / native).toFixed(2)}, replicator / REPLACE limit ${(ours / limit).toFixed(2)}, native / REPLACE limit ${(native / limit).toFixed(2)}`);
-  console.log(`  B ${sumB === sumA ? 'equals' : 'DIFFERS FROM'} A, R ${sumR === sumA ? 'equals' : 'DIFFERS FROM'} A (CHECKSUM TABLE)`);
-  if (sumB !== sumA || sumR !== sumA) process.exitCode = 1;
+  for (const [i, secs] of ourSecsOf.entries()) {
+    const label = `(1) this replicator A→B, ${APPLY_WORKERS[i]} apply worker${APPLY_WORKERS[i] === 1 ? '' : 's'}:`.padEnd(42);
+    console.log(`  ${label}${secs.toFixed(1)} s, ${Math.round(rate(secs))} transactions/s`);
+  }
+  console.log(`  ${'(2) native replication:'.padEnd(42)}${nativeSecs.toFixed(1)} s, ${Math.round(native)} transactions/s`);
+  console.log(`  ${'(3) bare REPLACE of final rows:'.padEnd(42)}${limitSecs.toFixed(1)} s for ${rowCount} rows, ${Math.round(limit)} transactions/s`);
+  for (const [i, secs] of ourSecsOf.entries()) {
+    const ours = rate(secs);
+    console.log(`  ${APPLY_WORKERS[i]} apply worker(s): replicator / native ${(ours / native).toFixed(2)}, replicator / REPLACE limit ${(ours / limit).toFixed(2)}`);
+  }
+  console.log(`  native / REPLACE limit ${(native / limit).toFixed(2)}`);
+  const differs = sumBs.map((sum, i) => (sum === sumA ? '' : `B${i + 1}`)).filter(Boolean);
+  console.log(`  ${differs.length === 0 ? 'every B equals' : `${differs.join(', ')} DIFFER FROM`} A, R ${sumR === sumA ? 'equals' : 'DIFFERS FROM'} A (CHECKSUM TABLE)`);
+  if (differs.length > 0 || sumR !== sumA) process.exitCode = 1;
 } finally {
   await Promise.all(servers.map((s) => s.destroy()));
 }

@@ -1,19 +1,26 @@
 // Replication lag under load: 2 nodes × --threads writers each (default 4) doing single-row updates (oltp_update_non_index),
 // replicated both ways. Lag of a change = commit time of the target transaction that applied it −
 // the physical time of its version (stamped by the source's trigger at write time).
-//   npm run measure:lag -- [--engine mysql|mariadb] [--seconds 20] [--threads 4]   (--threads 16: 2 × 16 writers)
+//   npm run measure:lag -- [--engine mysql|mariadb] [--seconds 20] [--threads 4] [--apply-workers N]   (--threads 16: 2 × 16 writers)
 import { parseArgs } from 'node:util';
 import { install } from '../src/install/install.ts';
 import { prepareWorkloadTables, runWriters, type WorkloadOptions, workloadTables } from '../src/harness/workload.ts';
-import { Replicator } from '../src/replicator/replicator.ts';
+import { DEFAULT_APPLY_WORKERS, Replicator } from '../src/replicator/replicator.ts';
 import { startServers } from '../src/servers/index.ts';
 
 const { values } = parseArgs({
-  options: { engine: { type: 'string', default: 'mysql' }, seconds: { type: 'string', default: '20' }, threads: { type: 'string', default: '4' } },
+  options: {
+    engine: { type: 'string', default: 'mysql' },
+    seconds: { type: 'string', default: '20' },
+    threads: { type: 'string', default: '4' },
+    'apply-workers': { type: 'string', default: String(DEFAULT_APPLY_WORKERS) },
+  },
 });
 const engine = values.engine === 'mariadb' ? 'mariadb' : 'mysql';
 const threads = Number(values.threads);
 if (!Number.isInteger(threads) || threads < 1) throw new RangeError(`--threads must be a positive integer (got ${values.threads})`);
+const applyWorkers = Number(values['apply-workers']);
+if (!Number.isInteger(applyWorkers) || applyWorkers < 1) throw new RangeError(`--apply-workers must be a positive integer (got ${values['apply-workers']})`);
 const servers = await startServers({ engine, count: 2 });
 try {
   const urls = servers.map((s) => s.url);
@@ -30,7 +37,7 @@ try {
     await prepareWorkloadTables(url, opts);
     await install({ url, nodeId: i + 1, tables: workloadTables(opts) });
   }
-  const replicator = new Replicator({ nodes: urls, sink: { batch: { maxDelayMs: 2 } }, capture: { heartbeatMs: 1000 } });
+  const replicator = new Replicator({ nodes: urls, applyWorkers, sink: { batch: { maxDelayMs: 2 } }, capture: { heartbeatMs: 1000 } });
   await replicator.start();
   await replicator.whenStreaming();
   for (const d of replicator.directions) d.lag.reset();
@@ -40,7 +47,7 @@ try {
   const seconds = (Date.now() - started) / 1000;
   const status = await replicator.status();
   await replicator.stop();
-  console.log(`measure-lag on ${engine}: 2 nodes × ${threads} writers (${2 * threads} in all), single-row updates, ${values.seconds}s`);
+  console.log(`measure-lag on ${engine}: 2 nodes × ${threads} writers (${2 * threads} in all), single-row updates, ${values.seconds}s, ${applyWorkers} apply worker(s) per direction`);
   for (const [i, r] of results.entries()) console.log(`  n${i + 1}: ${r.transactions} transactions (${Math.round(r.transactions / seconds)}/s), ${r.retries} deadlock retries`);
   for (const d of replicator.directions) {
     const s = status.directions.find((x) => x.name === d.name)!;

@@ -3,11 +3,14 @@
 
 CREATE DATABASE IF NOT EXISTS {{meta}} CHARACTER SET utf8mb4
 ;
--- One row per source stream applied to this server. The sink updates it in the same transaction as
--- the data it applies, so progress and data commit together; a capture that sees a transaction
--- touching this table knows a sink wrote it and drops it (loop prevention).
+-- One row per source stream and apply worker on this server. The sink updates it in the same
+-- transaction as the data it applies, so progress and data commit together; a capture that sees a
+-- transaction touching this table knows a sink wrote it and drops it (loop prevention). Worker 0's
+-- row holds the stream's owner and source identity; with parallel apply each worker advances its
+-- own row and the stream resumes from the row with the lowest `apply_seq` (src/writer/worker-pool.ts).
 CREATE TABLE IF NOT EXISTS {{meta}}.`checkpoints` (
   `source_id`       VARCHAR(255)    NOT NULL,
+  `worker`          SMALLINT UNSIGNED NOT NULL DEFAULT 0,
   `position`        VARCHAR(4096)   NOT NULL DEFAULT '',
   `last_version`    BIGINT UNSIGNED NOT NULL DEFAULT 0,
   `owner_epoch`     BIGINT UNSIGNED NOT NULL DEFAULT 0,
@@ -25,7 +28,10 @@ CREATE TABLE IF NOT EXISTS {{meta}}.`checkpoints` (
   `source_uuid`     VARCHAR(64)     NULL,
   `source_gtid_set` TEXT            NULL,
   `source_head`     VARCHAR(4096)   NULL,
-  PRIMARY KEY (`source_id`)
+  -- The sink's ordinal of the source transaction at `position`, growing along the stream across
+  -- restarts: it orders the worker rows of a stream, whose positions are opaque text.
+  `apply_seq`       BIGINT UNSIGNED NOT NULL DEFAULT 0,
+  PRIMARY KEY (`source_id`, `worker`)
 ) ENGINE=InnoDB
 ;
 -- Incoming rows that could not be applied without overwriting an unrelated row (a clash on a

@@ -21,6 +21,7 @@ export const GLOBAL_HELP = `options of every command:
   --config FILE       nodes, tables and options from a JSON file (see README), so no password is on the command line
   --log-format F      json (default when stderr is not a terminal) or text
   LWW_NODES           node URLs for --node (comma-separated); LWW_URL for install/uninstall --url
+  LWW_APPLY_WORKERS   replicate's --apply-workers when the flag is not given
   LOG_LEVEL           debug | info | warn | error | silent (default info)`;
 
 export const EXIT_CODE_HELP = `exit codes (every command):

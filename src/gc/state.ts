@@ -38,15 +38,22 @@ export async function readCheckpoints(conn: Queryable, metaSchema: string): Prom
   }));
 }
 
-/** The replication streams among checkpoint rows (`node-<id>` with a position). */
+/**
+ * The replication streams among checkpoint rows (`node-<id>` with a position). A stream applied by
+ * several workers has a row per worker: it reached the lowest of their source times, and an
+ * unknown one makes the stream's unknown.
+ */
 export function streamCheckpoints(rows: readonly CheckpointRow[]): StreamCheckpoint[] {
-  const out: StreamCheckpoint[] = [];
+  const byId = new Map<number, StreamCheckpoint & { unknown: boolean }>();
   for (const r of rows) {
     const id = streamSourceNodeId(r.sourceId);
     if (id === undefined || r.position === '') continue;
-    out.push(r.sourceTimeUs === undefined ? { sourceNodeId: id } : { sourceNodeId: id, sourceTimeUs: r.sourceTimeUs });
+    const s = byId.get(id) ?? { sourceNodeId: id, unknown: false };
+    byId.set(id, s);
+    if (r.sourceTimeUs === undefined) s.unknown = true;
+    else if (s.sourceTimeUs === undefined || r.sourceTimeUs < s.sourceTimeUs) s.sourceTimeUs = r.sourceTimeUs;
   }
-  return out;
+  return [...byId.values()].map(({ sourceNodeId, sourceTimeUs, unknown }) => (unknown || sourceTimeUs === undefined ? { sourceNodeId } : { sourceNodeId, sourceTimeUs }));
 }
 
 /** A reachable node's id, clock and stream checkpoints. */

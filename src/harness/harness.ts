@@ -20,7 +20,7 @@ import type { Logger } from '../writer/options.ts';
 import { silentLogger } from '../writer/options.ts';
 import { compareWithExpected, type ExpectationMismatch } from './expected.ts';
 import type { FailpointName } from '../failpoints/failpoints.ts';
-import { readCheckpointSql } from '../sql/checkpoint.ts';
+import { readWorkerCheckpointSql } from '../sql/checkpoint.ts';
 import { type CommitPoint, type Fault, type FaultEffect, type KillOutcome, type NetTarget, runFaults } from './faults.ts';
 import { addTallies, type OutcomeTally } from './outcomes.ts';
 import { type DirectionReport, type ReplicatorExit, ReplicatorExitError, ReplicatorProcess } from './replicator-process.ts';
@@ -227,7 +227,8 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
     replicator = newReplicator();
     replicator.start();
     // Where a commit-point kill landed: the batch's checkpoint positions (data and checkpoint commit
-    // together) against what the target stores now, read directly, before the replicator restarts.
+    // together) against what the target stores now in the row of the apply worker whose transaction
+    // it was, read directly, before the replicator restarts.
     const commitPointDetail = async (hit: Record<string, unknown>): Promise<Record<string, unknown>> => {
       const direction = String(hit.owner ?? '').split(':').at(-1) ?? '';
       const target = servers[names.indexOf(direction.split('→')[1] ?? '')];
@@ -237,7 +238,7 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
         const c = await connect(target.url);
         try {
           for (const sourceId of Object.keys(positions)) {
-            const [rows] = await c.execute<RowDataPacket[]>(readCheckpointSql(wl.metaSchema ?? 'lww_meta'), [sourceId]);
+            const [rows] = await c.execute<RowDataPacket[]>(readWorkerCheckpointSql(wl.metaSchema ?? 'lww_meta'), [sourceId, Number(hit.worker ?? 0)]);
             stored[sourceId] = rows[0] ? String(rows[0].position) : null;
           }
         } finally {

@@ -65,7 +65,8 @@ interface DirectionStatusLine {
   lastError?: string;
 }
 
-const TAIL_LINES = 20;
+// Enough for a usage error's line and the command's whole help text printed after it.
+const TAIL_LINES = 40;
 
 export class ReplicatorProcess {
   private child: ChildProcess | null = null;

@@ -3,8 +3,8 @@
 import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { UnsupportedTableError } from '../errors.ts';
 import type { TableMeta } from '../model/table.ts';
+import { addCheckpointIdentityColumnsSql, addCheckpointSourceTimeSql, addCheckpointWorkerSql, CHECKPOINT_IDENTITY_COLUMNS } from '../sql/checkpoint.ts';
 import { dropTableSql, enterApplySessionSql, modifyTombstoneColumnsSql } from '../sql/install.ts';
-import { addCheckpointIdentityColumnsSql, addCheckpointSourceTimeSql, CHECKPOINT_IDENTITY_COLUMNS } from '../sql/checkpoint.ts';
 import { COLUMNS_SQL, UNIQUE_KEYS_SQL } from '../sql/introspect.ts';
 import { columnDefinition, metaSchemaDdl, tombstoneTableDdl } from '../sql/templates.ts';
 
@@ -16,6 +16,13 @@ export async function ensureMetaSchema(conn: Connection, metaSchema: string): Pr
   // ...and the source server identity (server_uuid, GTID set, binlog head) resumes are checked against.
   const missing = CHECKPOINT_IDENTITY_COLUMNS.filter((want) => !cols.some((c) => c.name === want.name));
   if (missing.length > 0) await conn.query(addCheckpointIdentityColumnsSql(metaSchema, missing));
+  // ...and the worker dimension of parallel apply: its one row per stream becomes worker 0's.
+  if (!cols.some((c) => c.name === 'worker')) {
+    await conn.query(addCheckpointWorkerSql(metaSchema)).catch((err: unknown) => {
+      // Another session upgraded it meanwhile (duplicate column name).
+      if ((err as { errno?: number }).errno !== 1060) throw err;
+    });
+  }
 }
 
 /** Makes the session one whose writes keep their versions (the sink's, install's backfill). */

@@ -20,6 +20,9 @@ import { Direction, type DirectionOptions, type DirectionStatus, type NodeRef } 
 
 export class ReplicatorConfigError extends LwwError {}
 
+/** Apply workers per direction unless told otherwise (see ReplicatorOptions.applyWorkers). */
+export const DEFAULT_APPLY_WORKERS = 4;
+
 export interface ReplicatorOptions {
   /** mysql:// URLs of the nodes (two or more). */
   nodes: readonly string[];
@@ -34,6 +37,11 @@ export interface ReplicatorOptions {
   metaSchema?: string;
   versionColumn?: string;
   sink?: Partial<SinkOptionsInput>;
+  /**
+   * Parallel apply workers per direction, each with its own target connection and checkpoint row
+   * (the sink's applyWorkers); default DEFAULT_APPLY_WORKERS, or sink.applyWorkers when given there.
+   */
+  applyWorkers?: number;
   capture?: DirectionOptions['capture'];
   /** How a direction's first start merges existing rows; default: the chunked LWW copy; false: none. */
   initialCopy?: false | ((ctx: { sink: Sink; sourceId: string; direction: Direction }) => Promise<void>);
@@ -145,7 +153,7 @@ export class Replicator {
             tables,
             metaSchema,
             versionColumn: this.options.versionColumn ?? '_lww_ts',
-            sink: this.options.sink,
+            sink: { ...this.options.sink, applyWorkers: this.options.applyWorkers ?? this.options.sink?.applyWorkers ?? DEFAULT_APPLY_WORKERS },
             capture: this.options.capture,
             initialCopy: this.options.initialCopy === false ? undefined : (this.options.initialCopy ?? initialCopyOf({ logger: this.log })),
             restartDelayMs: this.options.restartDelayMs,

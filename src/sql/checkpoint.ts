@@ -1,5 +1,7 @@
 // Checkpoint statements. The advance is conditioned on the owner epoch, so a writer that lost
-// ownership changes nothing and learns it from the affected-row count.
+// ownership changes nothing and learns it from the affected-row count. A stream has one row per
+// apply worker (`worker`, 0 for a single worker); worker 0's row is the one claimed and the one
+// that records the source's identity; a claim hands its epoch to the other workers' rows.
 import { quoteIdent, quoteList, quoteTable } from './quote.ts';
 
 const T = (meta: string) => quoteTable(meta, 'checkpoints');
@@ -12,22 +14,71 @@ export function claimCheckpointSql(meta: string): string {
   );
 }
 
-/** Bound: source_id. */
+/** Worker 0's row (the claimed one). Bound: source_id. */
 export function readCheckpointSql(meta: string, forUpdate = false): string {
-  return `SELECT \`position\`, \`last_version\`, \`owner_epoch\`, \`owner\`, \`source_time_us\` FROM ${T(meta)} WHERE \`source_id\` = ?${forUpdate ? ' FOR UPDATE' : ''}`;
+  return `SELECT \`position\`, \`last_version\`, \`owner_epoch\`, \`owner\`, \`source_time_us\` FROM ${T(meta)} WHERE \`source_id\` = ? AND \`worker\` = 0${forUpdate ? ' FOR UPDATE' : ''}`;
+}
+
+/** One worker's row. Bound: source_id, worker. */
+export function readWorkerCheckpointSql(meta: string): string {
+  return `SELECT \`position\`, \`apply_seq\` FROM ${T(meta)} WHERE \`source_id\` = ? AND \`worker\` = ?`;
+}
+
+/** Every worker's row of a stream, worker 0 first. Bound: source_id. */
+export function readWorkerCheckpointsSql(meta: string, forUpdate = false): string {
+  return (
+    'SELECT `worker`, `position`, `last_version`, `owner_epoch`, `owner`, `source_time_us`, `apply_seq`' +
+    ` FROM ${T(meta)} WHERE \`source_id\` = ? ORDER BY \`worker\`${forUpdate ? ' FOR UPDATE' : ''}`
+  );
+}
+
+/** After a claim of worker 0's row: the other workers' rows take its epoch. Bound: owner_epoch, owner, source_id. */
+export function claimWorkerRowsSql(meta: string): string {
+  return `UPDATE ${T(meta)} SET \`owner_epoch\` = ?, \`owner\` = ? WHERE \`source_id\` = ? AND \`worker\` > 0`;
+}
+
+/** Rows of workers 1..n-1 where missing. Bound per row: source_id, worker, owner, owner_epoch. */
+export function addWorkerRowsSql(meta: string, rows: number): string {
+  const values = Array.from({ length: rows }, () => '(?, ?, ?, ?)').join(', ');
+  return `INSERT INTO ${T(meta)} (${quoteList(['source_id', 'worker', 'owner', 'owner_epoch'])}) VALUES ${values} ON DUPLICATE KEY UPDATE \`worker\` = \`worker\``;
+}
+
+/** Rows of workers a smaller pool no longer has. Bound: source_id, first worker to drop, owner_epoch. */
+export function dropWorkerRowsSql(meta: string): string {
+  return `DELETE FROM ${T(meta)} WHERE \`source_id\` = ? AND \`worker\` >= ? AND \`owner_epoch\` = ?`;
 }
 
 /**
- * Bound: position, version, source time (µs, or null: keep the stored one), source_id, owner_epoch.
- * Affects 0 rows when the epoch moved on. The source time is assigned, not raised: after a source
- * clock step back the stored time goes back too, which only holds the GC horizon back.
+ * Every worker's row back to the stream's resume point (the lowest one). Bound: position, apply_seq,
+ * source time (or null), version, source_id, owner_epoch.
+ */
+export function rewindWorkerRowsSql(meta: string): string {
+  return (
+    `UPDATE ${T(meta)} SET \`position\` = ?, \`apply_seq\` = ?, \`source_time_us\` = ?, \`last_version\` = GREATEST(\`last_version\`, ?)` +
+    ' WHERE `source_id` = ? AND `owner_epoch` = ?'
+  );
+}
+
+/**
+ * Bound: position, version, source time (µs, or null: keep the stored one), apply_seq, source_id,
+ * worker, owner_epoch. Affects 0 rows when the epoch moved on. The source time is assigned, not
+ * raised: after a source clock step back the stored time goes back too, which only holds the GC
+ * horizon back.
  */
 export function advanceCheckpointSql(meta: string): string {
   return (
     `UPDATE ${T(meta)} SET \`position\` = ?, \`last_version\` = GREATEST(\`last_version\`, ?),` +
-    ' `source_time_us` = COALESCE(?, `source_time_us`),' +
+    ' `source_time_us` = COALESCE(?, `source_time_us`), `apply_seq` = ?,' +
     ' `applied_batches` = `applied_batches` + 1, `updated_at` = CURRENT_TIMESTAMP(6)' +
-    ' WHERE `source_id` = ? AND `owner_epoch` = ?'
+    ' WHERE `source_id` = ? AND `worker` = ? AND `owner_epoch` = ?'
+  );
+}
+
+/** Upgrades a checkpoints table made before parallel apply: the existing row becomes worker 0's. */
+export function addCheckpointWorkerSql(meta: string): string {
+  return (
+    `ALTER TABLE ${T(meta)} ADD COLUMN \`worker\` SMALLINT UNSIGNED NOT NULL DEFAULT 0 AFTER \`source_id\`,` +
+    ' ADD COLUMN `apply_seq` BIGINT UNSIGNED NOT NULL DEFAULT 0, DROP PRIMARY KEY, ADD PRIMARY KEY (`source_id`, `worker`)'
   );
 }
 
@@ -50,14 +101,14 @@ export function addCheckpointIdentityColumnsSql(meta: string, columns: ReadonlyA
 
 /** Bound: source_id. */
 export function readSourceIdentitySql(meta: string): string {
-  return `SELECT \`source_uuid\`, \`source_gtid_set\`, \`source_head\` FROM ${T(meta)} WHERE \`source_id\` = ?`;
+  return `SELECT \`source_uuid\`, \`source_gtid_set\`, \`source_head\` FROM ${T(meta)} WHERE \`source_id\` = ? AND \`worker\` = 0`;
 }
 
 /** Bound: uuid, gtid set (or null), head position, source_id, owner_epoch. Affects 0 rows when the epoch moved on. */
 export function recordSourceIdentitySql(meta: string): string {
   return (
     `UPDATE ${T(meta)} SET \`source_uuid\` = ?, \`source_gtid_set\` = ?, \`source_head\` = ?` +
-    ' WHERE `source_id` = ? AND `owner_epoch` = ?'
+    ' WHERE `source_id` = ? AND `worker` = 0 AND `owner_epoch` = ?'
   );
 }
 

@@ -112,10 +112,12 @@ export function deleteConflictsSql(meta: string, ids: readonly (string | number)
   };
 }
 
-/** Progress rows (copy and sync streams, `…#rows:…`) not updated for the retention. */
+/** Progress streams (copy and sync, `…#rows:…`) none of whose worker rows was updated for the retention. */
 export function idleProgressRowsSql(meta: string, retentionSeconds: number): BoundStatement {
   return {
-    sql: `SELECT \`source_id\` FROM ${quoteTable(meta, 'checkpoints')} WHERE \`source_id\` LIKE '%#%' AND ${olderThan('updated_at')} ORDER BY \`source_id\``,
+    sql:
+      `SELECT \`source_id\` FROM ${quoteTable(meta, 'checkpoints')} WHERE \`source_id\` LIKE '%#%'` +
+      ' GROUP BY `source_id` HAVING MAX(`updated_at`) < CURRENT_TIMESTAMP(6) - INTERVAL ? SECOND ORDER BY `source_id`',
     values: [retentionSeconds],
   };
 }

@@ -57,6 +57,10 @@ export interface CheckpointAdvance {
   epoch: bigint;
   /** Source time (µs) reached at `position`; undefined keeps the stored one. */
   sourceTimeUs?: bigint;
+  /** The apply worker whose checkpoint row this advances (0 for a single worker). */
+  worker: number;
+  /** The sink's ordinal of the source transaction at `position` (orders a stream's worker rows). */
+  seq: bigint;
 }
 
 export interface ApplyContext {
@@ -441,6 +445,11 @@ async function resolveUniqueClash(ctx: ApplyContext, meta: TableMeta, k: KeyPlan
   const holders = uniques.length === 0 ? [] : await select(ctx, s.name, uniqueHolders(s.table, uniques, k.key));
   if (holders.length === 0) {
     // The value was freed after the last try (a later change of the batch moved its holder off it).
+    // The retry keeps the tombstone half of the guard: a key held back by one is not written.
+    if ((await tombstonedAt(ctx, meta, [k], [up.version])).size > 0) {
+      counts.skippedByTombstone++;
+      return;
+    }
     await run(ctx, s.name, lwwUpsert(s.table, [up.row], ctx.dialect));
     const [now] = await readBack(ctx, meta, [k.key]);
     if (now && settled(up, now, counts)) return;
@@ -557,7 +566,7 @@ export async function applyBatch(ctx: ApplyContext, plans: TablePlan[], advances
     for (const a of advances) {
       const res = await run(ctx, `${ctx.metaSchema}.checkpoints`, {
         sql: advanceCheckpointSql(ctx.metaSchema),
-        values: [a.position, a.version.toString(), a.sourceTimeUs === undefined ? null : a.sourceTimeUs.toString(), a.sourceId, a.epoch.toString()],
+        values: [a.position, a.version.toString(), a.sourceTimeUs === undefined ? null : a.sourceTimeUs.toString(), a.seq.toString(), a.sourceId, a.worker, a.epoch.toString()],
       });
       if (res.affectedRows === 0) {
         const [rows] = await ctx.conn.query<RowDataPacket[]>(readCheckpointSql(ctx.metaSchema), [a.sourceId]);

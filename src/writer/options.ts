@@ -63,6 +63,13 @@ const optionsSchema = z
       })
       .strict()
       .prefault({}),
+    /**
+     * Apply workers, each with its own target connection and checkpoint row per source: a batch is
+     * split by hashes of every unique key of its rows (rows that could clash stay in one worker, in
+     * source order) and applied in parallel; a source resumes from its lowest worker checkpoint.
+     * 1 applies everything on one connection, in one transaction per batch.
+     */
+    applyWorkers: z.number().int().min(1).max(64).default(1),
     failpoints: z.union([z.string(), z.record(z.string(), z.string()), z.instanceof(Failpoints)]).optional(),
     owner: z.string().min(1).max(255).default(`${hostname()}:${process.pid}`),
     logger: z.custom<Logger>((v) => typeof v === 'object' && v !== null && 'warn' in v && 'error' in v).optional(),

@@ -55,7 +55,7 @@ function encodeValue(v: unknown): string {
 }
 
 /** 32-bit FNV-1a. */
-function fnv1a(s: string): number {
+export function fnv1a(s: string): number {
   let h = 0x811c9dc5;
   for (let i = 0; i < s.length; i++) {
     h ^= s.charCodeAt(i);
@@ -91,7 +91,13 @@ export function keyHashes(row: PartitionRow): number[] {
  * from its smallest key hash, so a key alone on its rows always lands on the same worker.
  */
 export function partitionRows(rows: readonly PartitionRow[], workers: number): Partition {
+  return partitionByHashes(rows.map(keyHashes), workers);
+}
+
+/** partitionRows over key hashes computed earlier (keyHashes, plus any the caller adds). */
+export function partitionByHashes(hashes: readonly (readonly number[])[], workers: number): Partition {
   if (!Number.isInteger(workers) || workers < 1) throw new RangeError(`workers must be a positive integer (got ${workers})`);
+  const rows = hashes;
   const parent = rows.map((_, i) => i);
   const find = (i: number): number => {
     while (parent[i] !== i) {
@@ -101,7 +107,6 @@ export function partitionRows(rows: readonly PartitionRow[], workers: number): P
     return i;
   };
   const firstWithHash = new Map<number, number>();
-  const hashes = rows.map(keyHashes);
   hashes.forEach((hs, i) => {
     for (const h of hs) {
       const j = firstWithHash.get(h);

@@ -21,6 +21,10 @@ export interface KeyOp {
    * sees a change (not for 'A' → 'a' under a case-insensitive collation) is asked before applying.
    */
   movedTo?: SqlValue[];
+  /** Index of the change in its source transaction (the partitioner hashes the change's images). */
+  change: number;
+  /** Hashes of the change's unique keys, set by the sink when it applies in parallel (see partition.ts). */
+  partitionKeys?: number[];
 }
 
 export interface PreparedTransaction {
@@ -151,7 +155,7 @@ export function prepareTransaction(txn: SourceTransaction, metaOf: (change: RowC
     if (change.after) checkColumns(meta, index, 'after', change.after);
     if (change.op === 'delete') {
       const key = keyOf(meta, index, change, 'before', change.before!);
-      ops.push({ kind: 'delete', meta, key, keyId: keyIdOf(key), version, sourceId });
+      ops.push({ kind: 'delete', meta, key, keyId: keyIdOf(key), version, sourceId, change: index });
       bytes += rowBytes(key);
       continue;
     }
@@ -182,7 +186,7 @@ function pushUpsert(ops: KeyOp[], meta: TableMeta, index: number, change: RowCha
   if (change.op === 'update' && change.before) {
     const oldKey = keyOf(meta, index, change, 'before', change.before);
     const oldKeyId = keyIdOf(oldKey);
-    if (oldKeyId !== keyId) ops.push({ kind: 'delete', meta, key: oldKey, keyId: oldKeyId, version: change.version, sourceId, movedTo: key });
+    if (oldKeyId !== keyId) ops.push({ kind: 'delete', meta, key: oldKey, keyId: oldKeyId, version: change.version, sourceId, movedTo: key, change: index });
   }
-  ops.push({ kind: 'upsert', meta, key, keyId, row, version: change.version, sourceId });
+  ops.push({ kind: 'upsert', meta, key, keyId, row, version: change.version, sourceId, change: index });
 }

@@ -1,10 +1,12 @@
 // The LWW sink: accepts source transactions in order, validates them before anything is written,
 // packs them into target transactions bounded by rows, bytes and delay, and applies each batch
 // with its checkpoint in one transaction, retrying deadlocks and lost connections. A batch that
-// cannot be applied stops the sink: the stream never moves past it.
+// cannot be applied stops the sink: the stream never moves past it. With applyWorkers > 1 a batch
+// is split over parallel workers, each committing its share with its own checkpoint row
+// (worker-pool.ts); a source then resumes from its lowest worker row (worker-checkpoints.ts).
 import type { Connection, RowDataPacket } from 'mysql2/promise';
 import type { ConnectionOptions } from 'mysql2/promise';
-import { ApplyError, InvalidChangeError, OwnershipLostError, SinkClosedError } from '../errors.ts';
+import { InvalidChangeError, SinkClosedError } from '../errors.ts';
 import { connect, type Target } from '../db/connection.ts';
 import { ensureMetaSchema, ensureTombstoneTable, enterApplySession } from '../install/provision.ts';
 import { parseSourceTransaction, type RowChange, type SourceTransactionInput } from '../model/change.ts';
@@ -12,18 +14,19 @@ import type { TableMeta } from '../model/table.ts';
 import { TypedJson } from '../model/json.ts';
 import { physicalMicrosOf } from '../model/version.ts';
 import { tableKey } from '../model/table.ts';
-import { claimCheckpointSql, readCheckpointSql } from '../sql/checkpoint.ts';
+import { claimCheckpointSql, claimWorkerRowsSql, readCheckpointSql } from '../sql/checkpoint.ts';
 import { type Dialect, dialectFromVersion } from '../sql/dialect.ts';
 import { VERSION_SQL } from '../sql/introspect.ts';
-import { applyBatch, type CheckpointAdvance, PACKET_OVERHEAD_BYTES, rowWireBytesAtMost, StatementError, wireBytes } from './apply.ts';
-import { coalesce } from './coalesce.ts';
+import { PACKET_OVERHEAD_BYTES, rowWireBytesAtMost, wireBytes } from './apply.ts';
 import { dropUnmovedKeyDeletes, keyMovesToCheck } from './key-moves.ts';
 import { parseSinkOptions, type SinkOptions, type SinkOptionsInput } from './options.ts';
 import { type KeyOp, type PreparedTransaction, prepareTransaction } from './prepare.ts';
-import { backoffDelay, isConnectionLost, isRetryable, serverMessage, sleep } from '../db/retry.ts';
 import { emptyCounters, emptyStats, mergeBatch, type SinkStats, type TableCounters } from './stats.ts';
 import { loadTableMeta, TableMetadataCache } from './table-metadata.ts';
 import type { SqlValue } from './values.ts';
+import { setPartitionKeys } from './partition-keys.ts';
+import { alignWorkerRows, readWorkerRows, resumePoint } from './worker-checkpoints.ts';
+import { type WindowAdvance, type WorkerCommit, WorkerPool } from './worker-pool.ts';
 import { killProcessAt } from '../failpoints/failpoints.ts';
 
 /** sinkKillCommitInFlight: how long the thread holds still after sending COMMIT, so the server commits while its reply stays unread. */
@@ -68,6 +71,8 @@ export interface Sink {
 
 interface Queued {
   seq: number;
+  /** The transaction's ordinal in its source's stream (stored with the checkpoint as apply_seq). */
+  applySeq: bigint;
   txn: PreparedTransaction;
   /** What it holds in memory, as limits.maxQueueBytes counts it (see queueWeight). */
   weight: number;
@@ -87,15 +92,12 @@ interface Waiter {
   reject(err: unknown): void;
 }
 
-/** Values in server messages (duplicate entries, bad values) are replaced before they reach logs. */
-function redact(message: string): string {
-  return message.replace(/'(?:[^'\\]|\\.|'')*'/g, "'?'");
-}
-
 class LwwSink implements Sink {
   readonly options: SinkOptions;
   private admin: Promise<Connection> | null = null;
-  private applyConn: Connection | null = null;
+  private readonly pool: WorkerPool;
+  /** Per source: the last apply_seq handed out (numbering starts at the stream's resume point). */
+  private readonly streams = new Map<string, { last: bigint }>();
   private dialectP: Promise<Dialect> | null = null;
   private maxPacketP: Promise<number> | null = null;
   private maxPacketBytes: number | undefined;
@@ -128,6 +130,18 @@ class LwwSink implements Sink {
   constructor(options: SinkOptions) {
     this.options = options;
     this.failed.catch(() => undefined);
+    this.pool = new WorkerPool({
+      workers: options.applyWorkers,
+      connect: () => this.connectApply(),
+      metaSchema: options.metaSchema,
+      queryTimeoutMs: options.timeouts.queryMs,
+      retry: options.retry,
+      logger: options.logger,
+      signal: this.aborted.signal,
+      onRetry: () => {
+        this.counters.retries++;
+      },
+    });
     this.metadata = new TableMetadataCache(async (schema, table) => {
       const conn = await this.adminConn();
       const meta = await loadTableMeta(conn, schema, table, this.options.versionColumn);
@@ -302,12 +316,23 @@ class LwwSink implements Sink {
     }
     this.checkRowSizes(prepared, this.maxPacketBytes ?? (await this.maxPacket()));
     if (!this.claimed.has(txn.sourceId)) {
-      await this.epoch(txn.sourceId);
+      const epoch = await this.epoch(txn.sourceId);
+      // The stream's worker rows agree on its resume point before this sink numbers anything after it.
+      const last = await alignWorkerRows(await this.adminConn(), {
+        metaSchema: this.options.metaSchema,
+        sourceId: txn.sourceId,
+        epoch,
+        owner: this.options.owner,
+        workers: this.options.applyWorkers,
+      });
+      this.streams.set(txn.sourceId, { last });
       this.claimed.add(txn.sourceId);
     }
+    if (this.options.applyWorkers > 1) setPartitionKeys(txn, prepared);
     this.assertUsable();
     const weight = queueWeight(prepared);
-    this.pending.push({ seq: ++this.seq, txn: prepared, weight });
+    const stream = this.streams.get(txn.sourceId)!;
+    this.pending.push({ seq: ++this.seq, applySeq: ++stream.last, txn: prepared, weight });
     this.pendingRows += prepared.ops.length;
     this.pendingBytes += weight;
     this.kick();
@@ -335,8 +360,10 @@ class LwwSink implements Sink {
         try {
           await conn.execute(claimCheckpointSql(meta), [sourceId, this.options.owner, this.options.owner]);
           const [rows] = await conn.execute<RowDataPacket[]>(readCheckpointSql(meta), [sourceId]);
-          await conn.query('COMMIT');
           const epoch = BigInt(rows[0]!.owner_epoch as string);
+          // Other workers' rows follow worker 0's claim: an older writer's workers stop too.
+          await conn.execute(claimWorkerRowsSql(meta), [epoch.toString(), this.options.owner, sourceId]);
+          await conn.query('COMMIT');
           this.options.claims?.set(sourceId, epoch);
           return epoch;
         } catch (err) {
@@ -374,13 +401,16 @@ class LwwSink implements Sink {
     });
   }
 
+  /** A batch: about batch.maxRows rows (and maxBytes) per apply worker. */
   private takeBatch(): Queued[] {
-    const { batch } = this.options;
+    const { batch, applyWorkers } = this.options;
+    const maxRows = batch.maxRows * applyWorkers;
+    const maxBytes = batch.maxBytes * applyWorkers;
     const out: Queued[] = [];
     let rows = 0;
     let bytes = 0;
     for (const q of this.pending) {
-      if (out.length > 0 && (rows + q.txn.ops.length > batch.maxRows || bytes + q.txn.bytes > batch.maxBytes)) break;
+      if (out.length > 0 && (rows + q.txn.ops.length > maxRows || bytes + q.txn.bytes > maxBytes)) break;
       out.push(q);
       rows += q.txn.ops.length;
       bytes += q.txn.bytes;
@@ -395,7 +425,7 @@ class LwwSink implements Sink {
       if (!full && !this.flushRequested) return;
       const taken = this.takeBatch();
       try {
-        await this.applyWithRetry(taken);
+        await this.applyBatch(taken);
       } catch (err) {
         this.fail(err);
         return;
@@ -460,95 +490,54 @@ class LwwSink implements Sink {
     return out;
   }
 
-  private async applyWithRetry(batch: Queued[]): Promise<void> {
+  private async applyBatch(batch: Queued[]): Promise<void> {
     const dialect = await this.dialect();
+    const maxPacketBytes = this.maxPacketBytes ?? (await this.maxPacket());
     const faults = new Map<string, TableCounters>();
     const ops = this.injectFaults(
       batch.flatMap((q) => q.txn.ops),
       faults,
     );
     const bypass = this.options.failpoints.on('mysqlSinkBypassLWW');
-    const plans = coalesce(ops, bypass ? 'arrival' : 'version');
-    const advances = new Map<string, CheckpointAdvance>();
+    const advances = new Map<string, WindowAdvance>();
     for (const q of batch) {
       const prev = advances.get(q.txn.sourceId);
       const epoch = await this.epoch(q.txn.sourceId);
       const version = prev && prev.version > q.txn.maxVersion ? prev.version : q.txn.maxVersion;
       // The time of the last transaction whose position is stored (an unknown one keeps the previous).
       const sourceTimeUs = q.txn.sourceTimeMs !== undefined ? BigInt(q.txn.sourceTimeMs) * 1000n : prev?.sourceTimeUs;
-      advances.set(q.txn.sourceId, { sourceId: q.txn.sourceId, position: q.txn.position, version, epoch, sourceTimeUs });
+      advances.set(q.txn.sourceId, { sourceId: q.txn.sourceId, position: q.txn.position, version, epoch, sourceTimeUs, seq: q.applySeq });
     }
-    const { retry, timeouts } = this.options;
-    for (let attempt = 1; ; attempt++) {
-      // After abort() nothing commits: no new attempt, no reconnect.
-      if (this.closed) throw new SinkClosedError();
-      try {
-        if (!this.applyConn) {
-          const conn = await this.connectApply();
-          conn.on('error', () => {
-            if (this.applyConn === conn) this.applyConn = null;
-          });
-          this.applyConn = conn;
-        }
-        const where = () => ({ owner: this.options.owner, positions: Object.fromEntries([...advances.values()].map((a) => [a.sourceId, a.position])), acked: Object.fromEntries(this.acked), rows: ops.length });
-        const fp = this.options.failpoints;
-        const kills = fp.enabled && ops.length > 0;
-        const outcome = await applyBatch(
-          {
-            conn: this.applyConn,
-            dialect,
-            metaSchema: this.options.metaSchema,
-            bypass,
-            queryTimeoutMs: timeouts.queryMs,
-            implicitBegin: true,
-            maxPacketBytes: this.maxPacketBytes ?? (await this.maxPacket()),
-            ...(kills
-              ? {
-                  beforeCommit: () => fp.on('sinkKillAfterStatements') && killProcessAt('sinkKillAfterStatements', where()),
-                  commitSent: () => fp.on('sinkKillCommitInFlight') && killProcessAt('sinkKillCommitInFlight', where(), COMMIT_IN_FLIGHT_HOLD_MS),
-                }
-              : {}),
-          },
-          plans,
-          [...advances.values()],
-        );
-        mergeBatch(this.counters, outcome.tables);
-        mergeBatch(this.counters, faults);
-        this.counters.batches++;
-        this.counters.transactions += batch.length;
-        this.counters.rows += ops.length;
-        if (kills && fp.on('sinkKillAfterCommit')) killProcessAt('sinkKillAfterCommit', where());
-        for (const a of advances.values()) this.acked.set(a.sourceId, a.position);
-        this.options.onCommit?.({
-          committedAtMs: Date.now(),
-          transactions: batch.map((q) => ({ sourceId: q.txn.sourceId, position: q.txn.position, maxVersion: q.txn.maxVersion, changes: q.txn.ops.length })),
-        });
-        return;
-      } catch (err) {
-        if (err instanceof OwnershipLostError) throw err;
-        const cause = err instanceof StatementError ? err.cause : err;
-        if (isConnectionLost(cause) && this.applyConn) {
-          // The commit outcome is unknown: drop the connection and replay; LWW makes it harmless.
-          this.applyConn.destroy();
-          this.applyConn = null;
-        }
-        if (isRetryable(cause) && attempt < retry.maxAttempts) {
-          this.counters.retries++;
-          const delay = backoffDelay(attempt, retry);
-          this.options.logger.warn('sink batch failed, retrying', { attempt, delayMs: delay, error: serverMessage(cause).message });
-          await sleep(delay, this.aborted.signal);
-          continue;
-        }
-        const table = err instanceof StatementError ? err.table : undefined;
-        const { code, message } = serverMessage(cause);
-        throw new ApplyError(
-          `applying a batch failed${table ? ` on ${table}` : ''}${isRetryable(cause) ? ` after ${attempt} attempts` : ''}: ${code ? `${code}: ` : ''}${redact(message)}`,
-          table,
-          code,
-          { cause },
-        );
-      }
-    }
+    // After abort() nothing commits.
+    if (this.closed) throw new SinkClosedError();
+    const where = (c: WorkerCommit) => ({
+      owner: this.options.owner,
+      worker: c.worker,
+      positions: Object.fromEntries(c.advances.map((a) => [a.sourceId, a.position])),
+      acked: Object.fromEntries(this.acked),
+      rows: c.rows,
+    });
+    const fp = this.options.failpoints;
+    // The commit-point failpoints, in whichever worker's transaction meets them first.
+    const hooks =
+      fp.enabled && ops.length > 0
+        ? {
+            beforeCommit: (c: WorkerCommit) => fp.on('sinkKillAfterStatements') && killProcessAt('sinkKillAfterStatements', where(c)),
+            commitSent: (c: WorkerCommit) => fp.on('sinkKillCommitInFlight') && killProcessAt('sinkKillCommitInFlight', where(c), COMMIT_IN_FLIGHT_HOLD_MS),
+            afterCommit: (c: WorkerCommit) => fp.on('sinkKillAfterCommit') && killProcessAt('sinkKillAfterCommit', where(c)),
+          }
+        : undefined;
+    const outcomes = await this.pool.apply({ dialect, bypass, maxPacketBytes, ...(hooks ? { hooks } : {}) }, ops, [...advances.values()]);
+    for (const outcome of outcomes) mergeBatch(this.counters, outcome.tables);
+    mergeBatch(this.counters, faults);
+    this.counters.batches += outcomes.length;
+    this.counters.transactions += batch.length;
+    this.counters.rows += ops.length;
+    for (const a of advances.values()) this.acked.set(a.sourceId, a.position);
+    this.options.onCommit?.({
+      committedAtMs: Date.now(),
+      transactions: batch.map((q) => ({ sourceId: q.txn.sourceId, position: q.txn.position, maxVersion: q.txn.maxVersion, changes: q.txn.ops.length })),
+    });
   }
 
   async flush(): Promise<void> {
@@ -564,23 +553,29 @@ class LwwSink implements Sink {
 
   async checkpoint(sourceId: string): Promise<Checkpoint | undefined> {
     const conn = await this.adminConn();
-    const [rows] = await conn.execute<RowDataPacket[]>(readCheckpointSql(this.options.metaSchema), [sourceId]);
-    const r = rows[0];
-    if (!r || r.position === '') return undefined;
+    const rows = await readWorkerRows(conn, this.options.metaSchema, sourceId);
+    const head = rows.find((r) => r.worker === 0);
+    // Where the stream resumes: its lowest worker row (the only row with one worker).
+    const point = resumePoint(rows);
+    if (!head || !point || point.position === '') return undefined;
     return {
       sourceId,
-      position: String(r.position),
-      lastVersion: BigInt(r.last_version as string),
-      ownerEpoch: BigInt(r.owner_epoch as string),
-      owner: String(r.owner),
-      ...(r.source_time_us === null || r.source_time_us === undefined ? {} : { sourceTimeUs: BigInt(r.source_time_us as string) }),
+      position: point.position,
+      lastVersion: point.lastVersion,
+      ownerEpoch: head.ownerEpoch,
+      owner: head.owner,
+      ...(point.sourceTimeUs === undefined ? {} : { sourceTimeUs: point.sourceTimeUs }),
     };
   }
 
   async close(): Promise<void> {
     if (this.closed) return;
     try {
-      if (!this.failure) await this.flush();
+      if (!this.failure) {
+        await this.flush();
+        // Idle workers' rows catch up: a clean restart resumes where this sink ended.
+        await this.pool.settle();
+      }
     } finally {
       await this.abort();
     }
@@ -595,8 +590,7 @@ class LwwSink implements Sink {
     const err = this.failure ?? new SinkClosedError();
     for (const w of this.waiters) w.reject(err);
     this.waiters = [];
-    this.applyConn?.destroy();
-    this.applyConn = null;
+    this.pool.destroy();
     const admin = this.admin;
     this.admin = null;
     if (admin) await admin.then((c) => c.destroy()).catch(() => undefined);

@@ -11,13 +11,20 @@ const FAULTS = ['skew:n1@1s=-5s', 'kill@3s/1s', 'net:n1@5s/2s', 'net:n2:writers@
 
 describeEachEngine('harness with every fault kind', 2, (ctx) => {
   for (const seed of [11, 12, 13, 14, 15]) {
-    it(`seed ${seed}: converges to the writers' expected state with no finding but lww_skipped`, async () => {
+    // Odd seeds apply with 8 parallel workers per direction, even ones with one (the replicator process reads LWW_APPLY_WORKERS).
+    const workers = seed % 2 === 1 ? 8 : 1;
+    it(`seed ${seed}, ${workers} apply worker(s): converges to the writers' expected state with no finding but lww_skipped`, async () => {
+      const saved = process.env.LWW_APPLY_WORKERS;
+      process.env.LWW_APPLY_WORKERS = String(workers);
       const r = await runHarness({
         engine: ctx.engine,
         servers: ctx.servers,
         workload: { kind: 'hot_keys', schema: 'hk', tables: 2, rowsPerTable: 40, threads: 8, durationMs: 11_000, seed, hotKeys: 12 },
         faults: FAULTS,
         audit: harnessAudit,
+      }).finally(() => {
+        if (saved === undefined) delete process.env.LWW_APPLY_WORKERS;
+        else process.env.LWW_APPLY_WORKERS = saved;
       });
       expect(r.faultsInjected).toBe(5);
       expect(r.replicatorKills).toBe(1);

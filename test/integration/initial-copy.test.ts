@@ -218,7 +218,10 @@ describeEachEngine('initial copy on first start', 2, (ctx) => {
     const first = replicate();
     // Kill once the A→B copy stream has committed chunks past 40% of the table.
     const copiedUpTo = async (): Promise<number> => {
-      const [r] = await b.query<RowDataPacket[]>("SELECT position FROM lww_meta.checkpoints WHERE source_id = 'node-1#rows:copy.items'").catch(() => [[]] as unknown as [RowDataPacket[]]);
+      // Where the copy resumes: its lowest apply worker's row.
+      const [r] = await b
+        .query<RowDataPacket[]>("SELECT position FROM lww_meta.checkpoints WHERE source_id = 'node-1#rows:copy.items' ORDER BY apply_seq, worker LIMIT 1")
+        .catch(() => [[]] as unknown as [RowDataPacket[]]);
       const pos = String(r[0]?.position ?? '');
       if (pos === 'done') return rows;
       return pos.startsWith('key:') ? Number((JSON.parse(pos.slice(4)) as number[])[0]) : 0;

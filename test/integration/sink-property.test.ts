@@ -3,7 +3,7 @@
 // UNIQUE key) and random change sets whose keys are spelled differently each time (strings, JS
 // numbers, Dates, with and without fractions, in other letter case), every order and grouping of
 // the changes ends in the LWW oracle's state, no key is both a row and behind a newer tombstone,
-// and no false unique-key conflict is logged.
+// and no false unique-key conflict is logged — applied by one worker and by 8 parallel workers.
 import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { connect } from '../../src/db/connection.ts';
@@ -113,7 +113,7 @@ function oracle(changes: Array<{ change: Change; keys: { before?: number[]; afte
   return { rows, tombs };
 }
 
-describeEachEngine('LWW sink property: random schemas, spellings, orders and groupings', 1, (ctx) => {
+describeEachEngine('LWW sink property: random schemas, spellings, orders, groupings and worker counts', 1, (ctx) => {
   let url: string;
   let conn: Connection;
   beforeAll(async () => {
@@ -173,7 +173,9 @@ describeEachEngine('LWW sink property: random schemas, spellings, orders and gro
         const db = `prop_${seed}_${perm}`;
         await freshDatabase(conn, db, [ddlOf(schema)]);
         const order = perm === 0 ? changes : shuffle(random, changes);
-        const sink = createSink({ target: url, failpoints: '', batch: { maxRows: randomInt(random, 1, 200) } });
+        // The source order through one worker; the shuffled orders through 8 parallel workers.
+        const applyWorkers = perm === 0 ? 1 : 8;
+        const sink = createSink({ target: url, failpoints: '', applyWorkers, batch: { maxRows: randomInt(random, 1, 200) } });
         try {
           let pos = 0;
           for (let i = 0; i < order.length; ) {
@@ -185,7 +187,7 @@ describeEachEngine('LWW sink property: random schemas, spellings, orders and gro
         } finally {
           await sink.close();
         }
-        const label = `seed ${seed}, order ${perm}, key ${schema.key.join('+')}${schema.unique ? ' + unique' : ''}`;
+        const label = `seed ${seed}, order ${perm}, ${applyWorkers} workers, key ${schema.key.join('+')}${schema.unique ? ' + unique' : ''}`;
         const tomb = quoteTable('lww_meta', tombstoneTableName(db, 't'));
         const keyCols = schema.key.map((_, i) => quoteIdent(col(i)));
         const [rows] = await conn.query<RowDataPacket[]>(`SELECT * FROM ${quoteTable(db, 't')}`);

@@ -55,7 +55,7 @@ describe('checkpoint server identity', () => {
 
   it('statements: identity recorded under the owner epoch; the reset statement forgets copy progress too', () => {
     expect(recordSourceIdentitySql('m')).toBe(
-      'UPDATE `m`.`checkpoints` SET `source_uuid` = ?, `source_gtid_set` = ?, `source_head` = ? WHERE `source_id` = ? AND `owner_epoch` = ?',
+      'UPDATE `m`.`checkpoints` SET `source_uuid` = ?, `source_gtid_set` = ?, `source_head` = ? WHERE `source_id` = ? AND `worker` = 0 AND `owner_epoch` = ?',
     );
     expect(resetCheckpointSqlText('lww_meta', "node-1")).toBe(
       "DELETE FROM `lww_meta`.`checkpoints` WHERE `source_id` = 'node-1' OR `source_id` LIKE 'node-1#%'",

@@ -185,8 +185,8 @@ describe('bypass, tombstone, delete and read-back statements', () => {
 });
 
 describe('checkpoint and DDL text', () => {
-  it('advances only while the owner epoch holds', () => {
-    expect(advanceCheckpointSql('lww_meta')).toContain('WHERE `source_id` = ? AND `owner_epoch` = ?');
+  it("advances only the worker's own row, only while the owner epoch holds", () => {
+    expect(advanceCheckpointSql('lww_meta')).toContain('WHERE `source_id` = ? AND `worker` = ? AND `owner_epoch` = ?');
     expect(claimCheckpointSql('m')).toContain('`owner_epoch` = `owner_epoch` + 1');
   });
   it('renders the metadata schema from sql/meta.sql with the quoted schema name', () => {

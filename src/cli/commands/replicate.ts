@@ -3,7 +3,7 @@ import { redactSecrets } from '../../db/url.ts';
 import { type FailpointName, Failpoints } from '../../failpoints/failpoints.ts';
 import { initialCopyOf } from '../../replicator/initial-copy.ts';
 import { type OpsServer, parseListenAddress, serveOps, statusDocument } from '../../replicator/metrics.ts';
-import { Replicator, type ReplicatorStatus } from '../../replicator/replicator.ts';
+import { DEFAULT_APPLY_WORKERS, Replicator, type ReplicatorStatus } from '../../replicator/replicator.ts';
 import { DEFAULT_GC_INTERVAL_MS } from '../../gc/scheduler.ts';
 import { durationFlag, failpointsFlag, integerFlag, nodeProblems, parseCommandArgs, renamedFlag, tableListFlag, tableListProblems, usageProblems } from '../args.ts';
 import { describeError, EXIT, exitCodeOf } from '../exit-codes.ts';
@@ -21,6 +21,7 @@ const HELP = `usage: lww-sink replicate --node URL --node URL [options]
   --json                   status as JSON lines on stdout
   --metrics-addr [H:]P     serve /metrics (Prometheus), /healthz and /status on H:P (default host 127.0.0.1)
   --batch-rows N           rows per target transaction (default 1024)
+  --apply-workers N        parallel apply workers per direction (default ${DEFAULT_APPLY_WORKERS}, or LWW_APPLY_WORKERS; 1 = in order)
   --no-initial-copy        do not merge existing rows on a direction's first start
   --gc-interval D          remove tombstones every peer has applied every D (default 1m; 0 = no GC)
   --gc-margin D            GC safety margin for long transactions and clock skew (default 10m)
@@ -80,6 +81,7 @@ export async function run(argv: string[]): Promise<number> {
     'metrics-addr': { type: 'string' },
     'metrics-port': { type: 'string' },
     'batch-rows': { type: 'string' },
+    'apply-workers': { type: 'string' },
     'no-initial-copy': { type: 'boolean', default: false },
     failpoints: { type: 'string' },
     'gc-interval': { type: 'string' },
@@ -96,6 +98,8 @@ export async function run(argv: string[]): Promise<number> {
   const intervalText = renamedFlag('replicate', values, 'progress-interval', 'status-interval') ?? '5';
   const interval = Number(intervalText);
   const batchRows = values['batch-rows'] === undefined ? undefined : integerFlag('batch-rows', values['batch-rows'], 1);
+  const workersText = values['apply-workers'] ?? process.env.LWW_APPLY_WORKERS;
+  const applyWorkers = workersText === undefined ? DEFAULT_APPLY_WORKERS : integerFlag('apply-workers', workersText, 1);
   const oldPort = values['metrics-port'] === undefined ? undefined : integerFlag('metrics-port', values['metrics-port'], 1);
   if (oldPort !== undefined) console.error('lww-sink replicate: --metrics-port is deprecated; use --metrics-addr');
   const addrText = values['metrics-addr'] ?? (typeof oldPort === 'number' ? `127.0.0.1:${oldPort}` : undefined);
@@ -113,6 +117,8 @@ export async function run(argv: string[]): Promise<number> {
       ...tableListProblems(typeof tableFlag === 'string' ? undefined : tableFlag),
       (!/^\d+(\.\d+)?$/.test(intervalText) || !Number.isFinite(interval)) && '--progress-interval must be a number of seconds',
       typeof batchRows === 'string' && batchRows,
+      typeof applyWorkers === 'string' && applyWorkers,
+      typeof applyWorkers === 'number' && applyWorkers > 64 && `--apply-workers must be at most 64 (got ${applyWorkers})`,
       typeof oldPort === 'string' && oldPort,
       typeof metricsAddr === 'string' && metricsAddr,
       typeof failpoints === 'string' && failpoints,
@@ -160,6 +166,7 @@ export async function run(argv: string[]): Promise<number> {
     tables: tables.length > 0 ? tables : undefined,
     metaSchema: values['meta-schema'],
     sink: { ...(typeof batchRows === 'number' ? { batch: { maxRows: batchRows } } : {}), failpoints: fp },
+    applyWorkers: applyWorkers as number,
     initialCopy: values['no-initial-copy'] ? false : initialCopyOf({ logger }),
     gc: gcInterval === 0 ? false : { intervalMs: gcInterval as number, marginMs: gcMargin as number | undefined, retentionMs: gcRetention as number | undefined },
     startTimeoutMs: (startTimeout as number) * 1000,

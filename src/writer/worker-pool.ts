@@ -1,0 +1,207 @@
+// Parallel apply: the sink's apply workers, each with its own target connection and its own
+// checkpoint row per source. A window (the sink's batch) is split by unique-key hashes
+// (partition-keys.ts), each worker coalesces and applies its share with its checkpoint advance in
+// one target transaction, retrying deadlocks and lost connections on its own; the next window starts
+// only when every worker committed (a barrier). Why this converges: see partition.ts.
+//
+// Checkpoints: a worker advances its row to the window's last position of each source it applied
+// changes of. A worker without changes of a source skips that row until it is idleCheckpointMs old
+// (so a light load does not cost a commit per worker per window), which only moves the stream's
+// resume point — the lowest worker row (worker-checkpoints.ts) — back: replay is harmless; and a
+// graceful close brings every row to the last position (settle), so a clean restart replays nothing
+// (which matters where replay is not harmless: the REPLACE failpoint).
+// One worker is the sink as before: one transaction per window advancing every source.
+import type { Connection } from 'mysql2/promise';
+import { backoffDelay, isConnectionLost, isRetryable, serverMessage, sleep } from '../db/retry.ts';
+import { ApplyError, OwnershipLostError, SinkClosedError } from '../errors.ts';
+import type { Logger } from '../log/logger.ts';
+import type { Dialect } from '../sql/dialect.ts';
+import { applyBatch, type BatchOutcome, type CheckpointAdvance, StatementError } from './apply.ts';
+import { coalesce } from './coalesce.ts';
+import { splitOps } from './partition-keys.ts';
+import type { KeyOp } from './prepare.ts';
+
+/** A source's progress in a window: where its last transaction ends. */
+export type WindowAdvance = Omit<CheckpointAdvance, 'worker'>;
+
+export interface WorkerPoolOptions {
+  workers: number;
+  /** Opens an apply session (versions kept, autocommit off). */
+  connect(): Promise<Connection>;
+  metaSchema: string;
+  queryTimeoutMs: number;
+  retry: { maxAttempts: number; baseMs: number; maxMs: number };
+  logger: Logger;
+  signal: AbortSignal;
+  /** Told of each retried attempt (for the sink's counters). */
+  onRetry(): void;
+  /** A worker without changes of a source advances its row at least this often; default 1000. */
+  idleCheckpointMs?: number;
+}
+
+export interface WindowContext {
+  dialect: Dialect;
+  bypass: boolean;
+  maxPacketBytes: number;
+  /** Called around each worker's commit of changes (the commit-point failpoints). */
+  hooks?: { beforeCommit?: (c: WorkerCommit) => void; commitSent?: (c: WorkerCommit) => void; afterCommit?: (c: WorkerCommit) => void };
+}
+
+/** Which worker's transaction a hook is called for: its checkpoint advances and its rows. */
+export interface WorkerCommit {
+  worker: number;
+  advances: readonly CheckpointAdvance[];
+  rows: number;
+}
+
+/** Values in server messages (duplicate entries, bad values) are replaced before they reach logs. */
+function redact(message: string): string {
+  return message.replace(/'(?:[^'\\]|\\.|'')*'/g, "'?'");
+}
+
+class ApplyWorker {
+  private conn: Connection | null = null;
+  /** Per source: when this worker last committed its checkpoint row, and to which apply_seq. */
+  readonly advanced = new Map<string, { at: number; seq: bigint }>();
+
+  constructor(
+    readonly index: number,
+    private readonly o: WorkerPoolOptions,
+  ) {}
+
+  /** Applies a share with its advances in one transaction, retrying transient failures. */
+  async apply(ctx: WindowContext, ops: KeyOp[], advances: CheckpointAdvance[]): Promise<BatchOutcome> {
+    const plans = coalesce(ops, ctx.bypass ? 'arrival' : 'version');
+    const { retry } = this.o;
+    const commit: WorkerCommit = { worker: this.index, advances, rows: ops.length };
+    const { beforeCommit, commitSent, afterCommit } = ctx.hooks ?? {};
+    for (let attempt = 1; ; attempt++) {
+      // After abort() nothing commits: no new attempt, no reconnect.
+      if (this.o.signal.aborted) throw new SinkClosedError();
+      try {
+        if (!this.conn) {
+          const conn = await this.o.connect();
+          conn.on('error', () => {
+            if (this.conn === conn) this.conn = null;
+          });
+          this.conn = conn;
+        }
+        const outcome = await applyBatch(
+          {
+            conn: this.conn,
+            dialect: ctx.dialect,
+            metaSchema: this.o.metaSchema,
+            bypass: ctx.bypass,
+            queryTimeoutMs: this.o.queryTimeoutMs,
+            implicitBegin: true,
+            maxPacketBytes: ctx.maxPacketBytes,
+            ...(beforeCommit ? { beforeCommit: () => beforeCommit(commit) } : {}),
+            ...(commitSent ? { commitSent: () => commitSent(commit) } : {}),
+          },
+          plans,
+          advances,
+        );
+        afterCommit?.(commit);
+        const now = Date.now();
+        for (const a of advances) this.advanced.set(a.sourceId, { at: now, seq: a.seq });
+        return outcome;
+      } catch (err) {
+        if (err instanceof OwnershipLostError) throw err;
+        const cause = err instanceof StatementError ? err.cause : err;
+        if (isConnectionLost(cause) && this.conn) {
+          // The commit outcome is unknown: drop the connection and replay; LWW makes it harmless.
+          this.conn.destroy();
+          this.conn = null;
+        }
+        if (isRetryable(cause) && attempt < retry.maxAttempts) {
+          this.o.onRetry();
+          const delay = backoffDelay(attempt, retry);
+          this.o.logger.warn('sink batch failed, retrying', { worker: this.index, attempt, delayMs: delay, error: serverMessage(cause).message });
+          await sleep(delay, this.o.signal);
+          continue;
+        }
+        const table = err instanceof StatementError ? err.table : undefined;
+        const { code, message } = serverMessage(cause);
+        throw new ApplyError(
+          `applying a batch failed${table ? ` on ${table}` : ''}${isRetryable(cause) ? ` after ${attempt} attempts` : ''}: ${code ? `${code}: ` : ''}${redact(message)}`,
+          table,
+          code,
+          { cause },
+        );
+      }
+    }
+  }
+
+  destroy(): void {
+    this.conn?.destroy();
+    this.conn = null;
+  }
+}
+
+/** Waits for every run; rejects with the first failure once all settled. */
+async function settleAll<T>(runs: Promise<T>[]): Promise<T[]> {
+  const settled = await Promise.allSettled(runs);
+  const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+  if (failed) throw failed.reason;
+  return settled.map((s) => (s as PromiseFulfilledResult<T>).value);
+}
+
+export class WorkerPool {
+  private readonly workers: ApplyWorker[];
+  /** The last committed window's advance per source, and that window's context (for settle). */
+  private readonly latest = new Map<string, WindowAdvance>();
+  private lastContext: WindowContext | undefined;
+
+  constructor(private readonly o: WorkerPoolOptions) {
+    this.workers = Array.from({ length: o.workers }, (_, i) => new ApplyWorker(i, o));
+  }
+
+  get size(): number {
+    return this.workers.length;
+  }
+
+  /**
+   * Applies a window's operations (source order) and advances checkpoints; resolves with each
+   * committed transaction's outcome once every worker committed, or rejects with the first failure
+   * after every worker settled (what committed stays committed: it is replayed harmlessly).
+   */
+  async apply(ctx: WindowContext, ops: KeyOp[], advances: readonly WindowAdvance[]): Promise<BatchOutcome[]> {
+    if (this.workers.length === 1) {
+      return [await this.workers[0]!.apply(ctx, ops, advances.map((a) => ({ ...a, worker: 0 })))];
+    }
+    const shares = splitOps(ops, this.workers.length);
+    const idleMs = this.o.idleCheckpointMs ?? 1000;
+    const now = Date.now();
+    const runs: Promise<BatchOutcome>[] = [];
+    this.workers.forEach((w, i) => {
+      const share = shares[i]!;
+      const sources = new Set(share.map((op) => op.sourceId));
+      const own = advances
+        .filter((a) => sources.has(a.sourceId) || now - (w.advanced.get(a.sourceId)?.at ?? Number.NEGATIVE_INFINITY) >= idleMs)
+        .map((a) => ({ ...a, worker: i }));
+      if (share.length === 0 && own.length === 0) return;
+      // A checkpoint-only transaction is not a commit point of the window's changes.
+      runs.push(w.apply(share.length > 0 ? ctx : { ...ctx, hooks: undefined }, share, own));
+    });
+    const outcomes = await settleAll(runs);
+    this.lastContext = ctx;
+    for (const a of advances) this.latest.set(a.sourceId, a);
+    return outcomes;
+  }
+
+  /** Advances every worker row left behind (idle workers) to the last committed window's position. */
+  async settle(): Promise<void> {
+    const ctx = this.lastContext;
+    if (!ctx || this.workers.length === 1) return;
+    const runs: Promise<BatchOutcome>[] = [];
+    this.workers.forEach((w, i) => {
+      const behind = [...this.latest.values()].filter((a) => w.advanced.get(a.sourceId)?.seq !== a.seq).map((a) => ({ ...a, worker: i }));
+      if (behind.length > 0) runs.push(w.apply(ctx, [], behind));
+    });
+    await settleAll(runs);
+  }
+
+  destroy(): void {
+    for (const w of this.workers) w.destroy();
+  }
+}
