@@ -120,6 +120,8 @@ export function withoutTransientInserts(writes: readonly KeyWrite[]): KeyWrite[]
   // spelling of a collated key in the same statement): only the last is ever seen, as an insert.
   for (const chain of chains.values()) {
     if (chain.length < 2) continue;
+    // A change that kept the version is no overwrite but a cascade's side effect: judged as it is.
+    if (chain.some((at, n) => n > 0 && writes[at]!.version === writes[chain[n - 1]!]!.version)) continue;
     const last = out[chain[chain.length - 1]!];
     if (last?.op !== 'upsert') continue;
     for (const at of chain.slice(0, -1)) out[at] = undefined;
@@ -370,7 +372,7 @@ export function classifyHistory(histories: readonly NodeHistory[], options: Clas
           continue;
         }
         const origins = (index.local.get(id)?.get(w.version) ?? []).filter((o) => o.node !== node);
-        if (origins.length === 0 && w.op === 'upsert' && w.before === w.version) {
+        if (w.op === 'upsert' && w.before === w.version) {
           // The row kept its version and changed: a foreign key's cascade on the target (MySQL logs
           // cascaded changes inside the sink's transaction; no trigger stamps them).
           result.cascadeSideEffects++;

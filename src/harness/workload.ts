@@ -12,6 +12,7 @@ import {
   createDatabaseSql,
   createSbtestSql,
   createWriterMarkersSql,
+  insertSbtestLocalRowsSql,
   insertSbtestRowsSql,
   RESET_TIMESTAMP_SQL,
   SET_TIMESTAMP_SQL,
@@ -170,6 +171,37 @@ export async function prepareWorkloadTables(url: string, opts: WorkloadOptions):
   } finally {
     await conn.end();
   }
+}
+
+/**
+ * Loads the sbtest rows into tables that are already installed, as sysbench's prepare does: local
+ * writes (multi-row INSERTs of 500 rows, autocommitted) that the triggers stamp with this node's
+ * versions, so a peer learns them only through replication. Tables are spread over `connections`
+ * connections. Returns the rows inserted.
+ */
+export async function insertWorkloadRows(url: string, opts: Pick<WorkloadOptions, 'schema' | 'tables' | 'rowsPerTable' | 'seed'>, connections = 4): Promise<number> {
+  let next = 0;
+  let inserted = 0;
+  const worker = async () => {
+    const conn = await connect(url);
+    try {
+      for (let t = next++; t < opts.tables; t = next++) {
+        for (let start = 1; start <= opts.rowsPerTable; start += 500) {
+          const ids = Array.from({ length: Math.min(500, opts.rowsPerTable - start + 1) }, (_, i) => start + i);
+          const values = ids.flatMap((id) => {
+            const r = initialRow(opts.seed, t, id);
+            return [id, r.k, r.c, r.pad];
+          });
+          await conn.query(insertSbtestLocalRowsSql(opts.schema, tableName(t), ids.length), values);
+          inserted += ids.length;
+        }
+      }
+    } finally {
+      await conn.end();
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(connections, opts.tables)) }, worker));
+  return inserted;
 }
 
 export function workloadTables(opts: Pick<WorkloadOptions, 'schema' | 'tables' | 'schemaGen' | 'hotKeys'>): string[] {

@@ -19,6 +19,11 @@ export function insertSbtestRowsSql(schema: string, table: string, versionColumn
   return `INSERT INTO ${quoteTable(schema, table)} (\`id\`, \`k\`, \`c\`, \`pad\`, ${quoteIdent(versionColumn)}) VALUES ${new Array(rows).fill(one).join(', ')}`;
 }
 
+/** Bulk insert as an application writes it: no version column, so the triggers stamp every row. Bound: rows × (id, k, c, pad). */
+export function insertSbtestLocalRowsSql(schema: string, table: string, rows: number): string {
+  return `INSERT INTO ${quoteTable(schema, table)} (\`id\`, \`k\`, \`c\`, \`pad\`) VALUES ${new Array(rows).fill('(?, ?, ?, ?)').join(', ')}`;
+}
+
 export const sbtest = {
   /** Bound: c, id */
   updateNonIndex: (schema: string, table: string) => `UPDATE ${quoteTable(schema, table)} SET \`c\` = ? WHERE \`id\` = ?`,

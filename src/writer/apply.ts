@@ -445,6 +445,11 @@ async function resolveUniqueClash(ctx: ApplyContext, meta: TableMeta, k: KeyPlan
   const holders = uniques.length === 0 ? [] : await select(ctx, s.name, uniqueHolders(s.table, uniques, k.key));
   if (holders.length === 0) {
     // The value was freed after the last try (a later change of the batch moved its holder off it).
+    // The retry keeps the tombstone half of the guard: a key held back by one is not written.
+    if ((await tombstonedAt(ctx, meta, [k], [up.version])).size > 0) {
+      counts.skippedByTombstone++;
+      return;
+    }
     await run(ctx, s.name, lwwUpsert(s.table, [up.row], ctx.dialect));
     const [now] = await readBack(ctx, meta, [k.key]);
     if (now && settled(up, now, counts)) return;

@@ -330,3 +330,12 @@ describe('a tombstone-only write of the key in the same sink transaction', () =>
     expect(withoutTransientInserts(writes)).toEqual([up(1, v(300, A), 'new'), del(1, v(200, A))]);
   });
 });
+
+describe('an insert changed later in the same sink transaction with its version kept', () => {
+  it('stays an insert plus a cascade side effect (not one insert with the changed values)', () => {
+    const writes = [up(1, v(100, A), 'parent-1'), up(1, v(100, A), 'null', v(100, A))];
+    expect(withoutTransientInserts(writes)).toEqual(writes);
+    const r = classifyHistory(nodes([local(up(1, v(100, A), 'parent-1'))], [applied(...withoutTransientInserts(writes))]));
+    expect(r).toMatchObject({ cascadeSideEffects: 1, counts: { inconsistent: 0 } });
+  });
+});
