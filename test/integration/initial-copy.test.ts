@@ -200,7 +200,7 @@ describeEachEngine('initial copy on first start', 2, (ctx) => {
       await writers.catch(() => undefined);
       await replicator.stop();
     }
-  });
+  }, 300_000);
 
   it('resumes a copy killed with SIGKILL after its last committed chunk, re-reading only the rest', async () => {
     const urls = ctx.servers.map((s) => s.url);
