@@ -8,7 +8,7 @@ import { converged, setupNodes, startReplicator } from '../helpers/replication.t
 
 /**
  * Generated-schema seeds that pass on both engines (harness --schema-gen N --duration 30s). Seed 8
- * left: one audit lww_violation under parallel apply on both engines (README, harness section).
+ * left: one finding per engine in its UNIQUE-key tables (README, "What the generated schemas still find").
  */
 const GENERATED_SEEDS = [4, 6];
 
