@@ -213,16 +213,22 @@ function isMissingParent(err: unknown): boolean {
   return errno === 1452 || errno === 1216;
 }
 
-async function logConflict(ctx: ApplyContext, meta: TableMeta, up: PlannedUpsert, reason: string): Promise<void> {
+/** Appends a conflict-log row: the named columns of a row (binary as base64) and the version it concerns. */
+async function logConflict(ctx: ApplyContext, meta: TableMeta, c: { sourceId: string; reason: string; version: bigint; columns: readonly string[]; value: (column: string, i: number) => unknown }): Promise<void> {
   const row: Record<string, unknown> = {};
-  meta.writableColumns.forEach((c, i) => {
-    const v = up.row[i];
-    row[c] = Buffer.isBuffer(v) ? { base64: v.toString('base64') } : v;
+  c.columns.forEach((name, i) => {
+    const v = c.value(name, i);
+    row[name] = Buffer.isBuffer(v) ? { base64: v.toString('base64') } : v;
   });
   await run(ctx, `${ctx.metaSchema}.conflicts`, {
     sql: insertConflictSql(ctx.metaSchema),
-    values: [up.sourceId, meta.schema, meta.table, reason, up.version.toString(), JSON.stringify(row)],
+    values: [c.sourceId, meta.schema, meta.table, c.reason, c.version.toString(), JSON.stringify(row)],
   });
+}
+
+/** The conflict-log row of an incoming upsert (all its written columns). */
+function ofUpsert(meta: TableMeta, up: PlannedUpsert, reason: string) {
+  return { sourceId: up.sourceId, reason, version: up.version, columns: meta.writableColumns, value: (_c: string, i: number) => up.row[i] };
 }
 
 interface Stored {
@@ -356,7 +362,7 @@ async function nullDeletedParents(ctx: ApplyContext, meta: TableMeta, k: KeyPlan
   }
   if (nulled.length === 0) return undefined;
   const changed: PlannedUpsert = { ...up, row };
-  await logConflict(ctx, meta, changed, `foreign key set null: ${nulled.join(', ')} named a deleted parent`);
+  await logConflict(ctx, meta, ofUpsert(meta, changed, `foreign key set null: ${nulled.join(', ')} named a deleted parent`));
   return { ...k, upsert: changed };
 }
 
@@ -473,7 +479,8 @@ async function resolveUniqueClash(ctx: ApplyContext, meta: TableMeta, k: KeyPlan
     }
     counts.uniqueClashes += holders.length;
     for (let i = 0; i < holders.length; i++) {
-      await logClash(ctx, meta, up.sourceId, `unique key clash: removed by newer row ${keyText} (version ${up.version})`, versions[i]!, holders[i]!);
+      const holder = holders[i]!;
+      await logConflict(ctx, meta, { sourceId: up.sourceId, reason: `unique key clash: removed by newer row ${keyText} (version ${up.version})`, version: versions[i]!, columns: meta.primaryKey, value: (c) => holder[c] });
     }
     return;
   }
@@ -483,7 +490,7 @@ async function resolveUniqueClash(ctx: ApplyContext, meta: TableMeta, k: KeyPlan
     await run(ctx, s.name, upsertTombstones(s.tomb, [tombRow], ctx.dialect));
     counts.deleted += (await run(ctx, s.name, guardedDelete(s.table, [tombRow]))).affectedRows;
     counts.uniqueClashes++;
-    await logConflict(ctx, meta, up, `unique key clash: removed by newer row(s) ${holderText}`);
+    await logConflict(ctx, meta, ofUpsert(meta, up, `unique key clash: removed by newer row(s) ${holderText}`));
     return;
   }
   throw new UniqueClashError(meta.schema, meta.table, `row ${keyText} (version ${up.version}) is newer than some rows holding its UNIQUE values and older than others (${holderText})`);
@@ -497,19 +504,6 @@ function describeValue(v: unknown): string {
   if (Buffer.isBuffer(v)) return `0x${v.toString('hex')}`;
   if (v instanceof TypedJson) return 'json';
   return typeof v === 'string' ? v : String(v);
-}
-
-/** A conflict-log row for a holder removed by a newer row: its key and its version. */
-async function logClash(ctx: ApplyContext, meta: TableMeta, sourceId: string, reason: string, version: bigint, holder: RowDataPacket): Promise<void> {
-  const row: Record<string, unknown> = {};
-  for (const c of meta.primaryKey) {
-    const v = holder[c];
-    row[c] = Buffer.isBuffer(v) ? { base64: v.toString('base64') } : v;
-  }
-  await run(ctx, `${ctx.metaSchema}.conflicts`, {
-    sql: insertConflictSql(ctx.metaSchema),
-    values: [sourceId, meta.schema, meta.table, reason, version.toString(), JSON.stringify(row)],
-  });
 }
 
 /** A table's tombstones and deletes (the first phase, children before parents). */

@@ -1,5 +1,6 @@
 // Helpers for replication tests: install two nodes, run a replicator in-process, wait for convergence.
 import type { Connection, RowDataPacket } from 'mysql2/promise';
+import { currentPosition } from '../../src/capture/source.ts';
 import { connect } from '../../src/db/connection.ts';
 import { install } from '../../src/install/install.ts';
 import { Replicator, type ReplicatorOptions } from '../../src/replicator/replicator.ts';
@@ -52,4 +53,24 @@ export async function converged(conns: Connection[], schema: string, table: stri
     timeoutMs,
   );
   return all[0]!;
+}
+
+/** Each node's current binlog position (the start of an audit window). */
+export async function binlogHeads(urls: readonly string[]): Promise<string[]> {
+  const out: string[] = [];
+  for (const url of urls) {
+    const c = await connect(url);
+    try {
+      out.push(await currentPosition(c));
+    } finally {
+      await c.end();
+    }
+  }
+  return out;
+}
+
+/** A query's rows as text, columns joined by '|', for compact assertions. */
+export async function textRows(conn: Connection, sql: string): Promise<string[]> {
+  const [rows] = await conn.query<RowDataPacket[]>(sql);
+  return rows.map((r) => Object.values(r).map(String).join('|'));
 }

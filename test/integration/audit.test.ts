@@ -1,14 +1,13 @@
 import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { currentPosition } from '../../src/capture/source.ts';
 import { type AuditReport, auditHistory } from '../../src/checker/index.ts';
 import { connect } from '../../src/db/connection.ts';
+import { isRetryable } from '../../src/db/retry.ts';
 import { seededRandom } from '../../src/harness/random.ts';
 import type { Replicator } from '../../src/replicator/replicator.ts';
-import { isRetryable } from '../../src/db/retry.ts';
 import { spawnCli } from '../helpers/cli-process.ts';
 import { describeEachEngine } from '../helpers/engines.ts';
-import { converged, eventually, setupNodes, startReplicator } from '../helpers/replication.ts';
+import { binlogHeads, converged, eventually, setupNodes, startReplicator } from '../helpers/replication.ts';
 
 const DB = 'audit_db';
 const TABLES = [`${DB}.t`];
@@ -53,26 +52,13 @@ async function hotWriters(url: string, seed: number, durationMs: number, threads
   return commits;
 }
 
-async function heads(urls: string[]): Promise<string[]> {
-  const out: string[] = [];
-  for (const url of urls) {
-    const c = await connect(url);
-    try {
-      out.push(await currentPosition(c));
-    } finally {
-      await c.end();
-    }
-  }
-  return out;
-}
-
 /** Waits until no node's binlog moved for a second: everything written has been replicated (or dropped). */
 async function quiesce(urls: string[], timeoutMs = 30_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let last = '';
   let stableSince = Date.now();
   for (;;) {
-    const now = (await heads(urls)).join(' ');
+    const now = (await binlogHeads(urls)).join(' ');
     if (now !== last) {
       last = now;
       stableSince = Date.now();
@@ -110,7 +96,7 @@ describeEachEngine('history audit', 2, (ctx) => {
   /** Fresh tables, the replicator with `failpoints`, hot-key writers on both nodes, then the audit. */
   async function fightAndAudit(failpoints: string | undefined, durationMs = 2000): Promise<AuditReport> {
     await fresh();
-    const from = await heads(urls);
+    const from = await binlogHeads(urls);
     const r = await startReplicator(urls, sinkOptions(failpoints));
     let commits: number[];
     try {
@@ -139,7 +125,7 @@ describeEachEngine('history audit', 2, (ctx) => {
   it('spellings one key under its collation are judged as one key (case-insensitive, PAD SPACE)', async () => {
     await Promise.all(conns.map((c) => c.end()));
     conns = await setupNodes(urls, 'audit_ci', ['CREATE TABLE {{db}}.t (k VARCHAR(20) COLLATE utf8mb4_general_ci NOT NULL PRIMARY KEY, c VARCHAR(20) NOT NULL)'], ['t']);
-    const from = await heads(urls);
+    const from = await binlogHeads(urls);
     // Both nodes write the same keys in other spellings while nothing replicates; B's writes are newer.
     for (const k of ['alpha', 'beta']) await conns[0]!.query('INSERT INTO audit_ci.t (k, c) VALUES (?, ?)', [k, 'from A']);
     await new Promise((r) => setTimeout(r, 5));
@@ -184,7 +170,7 @@ describeEachEngine('history audit', 2, (ctx) => {
     for (const c of conns) await c.query('FLUSH BINARY LOGS');
     await new Promise((r) => setTimeout(r, 1100));
     const since = new Date();
-    const from = await heads(urls);
+    const from = await binlogHeads(urls);
     const fp = 'mysqlSinkBypassLWW=return(true)';
     let r: Replicator = await startReplicator(urls, sinkOptions(fp));
     try {

@@ -1,10 +1,8 @@
 import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { expect, it } from 'vitest';
-import { currentPosition } from '../../src/capture/source.ts';
 import { auditHistory } from '../../src/checker/index.ts';
-import { connect } from '../../src/db/connection.ts';
 import { describeEachEngine } from '../helpers/engines.ts';
-import { converged, setupNodes, startReplicator } from '../helpers/replication.ts';
+import { binlogHeads, converged, setupNodes, startReplicator, textRows } from '../helpers/replication.ts';
 
 // ON DELETE SET NULL between replicated tables, with writes on both nodes: the parent's delete nulls
 // the children itself (its BEFORE DELETE trigger, so the change gets a version and replicates), and a
@@ -17,24 +15,6 @@ describeEachEngine('ON DELETE SET NULL across nodes', 2, (ctx) => {
     'CREATE TABLE {{db}}.c (id INT NOT NULL PRIMARY KEY, pid INT NULL, note CHAR(8) NOT NULL, FOREIGN KEY (pid) REFERENCES {{db}}.p (id) ON DELETE SET NULL) ENGINE=InnoDB',
   ];
 
-  async function heads(): Promise<string[]> {
-    const out: string[] = [];
-    for (const url of urls()) {
-      const c = await connect(url);
-      try {
-        out.push(await currentPosition(c));
-      } finally {
-        await c.end();
-      }
-    }
-    return out;
-  }
-
-  async function rowsOf(c: Connection, sql: string): Promise<string[]> {
-    const [rows] = await c.query<RowDataPacket[]>(sql);
-    return rows.map((r) => Object.values(r).map(String).join('|'));
-  }
-
   it('a parent deleted on one node while the other keeps it newer: the children are nulled on both, with a version', async () => {
     const conns = await setupNodes(urls(), 'fknull2', DDL, ['p', 'c']);
     const [a, b] = conns as [Connection, Connection];
@@ -43,7 +23,7 @@ describeEachEngine('ON DELETE SET NULL across nodes', 2, (ctx) => {
     await a.query("INSERT INTO fknull2.c (id, pid, note) VALUES (10, 1, 'child')");
     await converged(conns, 'fknull2', 'c');
     await rep.stop();
-    const from = await heads();
+    const from = await binlogHeads(urls());
     // B deletes the parent (its children lose the reference); later A updates the parent, which wins.
     await b.query('DELETE FROM fknull2.p WHERE id = 1');
     await pause();
@@ -55,8 +35,8 @@ describeEachEngine('ON DELETE SET NULL across nodes', 2, (ctx) => {
       await converged(conns, 'fknull2', 'p');
       await converged(conns, 'fknull2', 'c');
       for (const c of conns) {
-        expect(await rowsOf(c, 'SELECT id, name FROM fknull2.p')).toEqual(['1|renamed']);
-        expect(await rowsOf(c, 'SELECT id, COALESCE(pid, "null"), CAST(_lww_ts AS CHAR) FROM fknull2.c')).toEqual([`10|null|${child!.v}`]);
+        expect(await textRows(c, 'SELECT id, name FROM fknull2.p')).toEqual(['1|renamed']);
+        expect(await textRows(c, 'SELECT id, COALESCE(pid, "null"), CAST(_lww_ts AS CHAR) FROM fknull2.c')).toEqual([`10|null|${child!.v}`]);
       }
     } finally {
       await rep.stop();
@@ -74,7 +54,7 @@ describeEachEngine('ON DELETE SET NULL across nodes', 2, (ctx) => {
     await a.query("INSERT INTO fknull.c (id, pid, note) VALUES (10, NULL, 'child')");
     await converged(conns, 'fknull', 'c');
     await rep.stop();
-    const from = await heads();
+    const from = await binlogHeads(urls());
     // A deletes the parent; later, B points the child at it (B still holds the parent).
     await a.query('DELETE FROM fknull.p WHERE id = 1');
     await pause();
@@ -85,8 +65,8 @@ describeEachEngine('ON DELETE SET NULL across nodes', 2, (ctx) => {
       await converged(conns, 'fknull', 'p');
       expect((await rep.status()).directions.map((d) => d.state)).toEqual(['streaming', 'streaming']);
       for (const c of conns) {
-        expect(await rowsOf(c, 'SELECT id, COALESCE(pid, "null"), note FROM fknull.c')).toEqual(['10|null|adopted']);
-        expect(await rowsOf(c, 'SELECT id FROM fknull.p')).toEqual([]);
+        expect(await textRows(c, 'SELECT id, COALESCE(pid, "null"), note FROM fknull.c')).toEqual(['10|null|adopted']);
+        expect(await textRows(c, 'SELECT id FROM fknull.p')).toEqual([]);
       }
     } finally {
       await rep.stop();

@@ -1,11 +1,9 @@
 import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { expect, it } from 'vitest';
-import { currentPosition } from '../../src/capture/source.ts';
 import { auditHistory } from '../../src/checker/index.ts';
-import { connect } from '../../src/db/connection.ts';
 import { Replicator } from '../../src/replicator/replicator.ts';
 import { describeEachEngine } from '../helpers/engines.ts';
-import { converged, eventually, setupNodes, startReplicator } from '../helpers/replication.ts';
+import { binlogHeads, converged, eventually, setupNodes, startReplicator, textRows } from '../helpers/replication.ts';
 
 // Two nodes give one secondary UNIQUE value to different rows while nothing replicates (the
 // application's unique check passes on each node alone). Last-write-wins across the UNIQUE key: the
@@ -15,30 +13,12 @@ describeEachEngine('secondary UNIQUE clashes across nodes', 2, (ctx) => {
   const urls = () => ctx.servers.map((s) => s.url);
   const pause = () => new Promise((r) => setTimeout(r, 5));
 
-  async function heads(): Promise<string[]> {
-    const out: string[] = [];
-    for (const url of urls()) {
-      const c = await connect(url);
-      try {
-        out.push(await currentPosition(c));
-      } finally {
-        await c.end();
-      }
-    }
-    return out;
-  }
-
-  async function rowsOf(c: Connection, sql: string): Promise<string[]> {
-    const [rows] = await c.query<RowDataPacket[]>(sql);
-    return rows.map((r) => Object.values(r).map(String).join('|'));
-  }
-
   it('the newer row keeps the UNIQUE value on both nodes, the older is removed at its version, and the audit accepts it', async () => {
     const ddl = ['CREATE TABLE {{db}}.t (id INT NOT NULL PRIMARY KEY, u VARCHAR(20) COLLATE utf8mb4_general_ci NOT NULL, c VARCHAR(20) NOT NULL, UNIQUE KEY uq (u))'];
     const conns = await setupNodes(urls(), 'uclash', ddl, ['t']);
     // The initial copy done first: the clashes below meet the streaming path.
     await (await startReplicator(urls())).stop();
-    const from = await heads();
+    const from = await binlogHeads(urls());
     const [a, b] = conns as [Connection, Connection];
     // Versions rise in this order: 1 (A), 4 (B), 2 (B), 3 (A). 'X' and 'x' are one value under _ci.
     await a.query("INSERT INTO uclash.t (id, u, c) VALUES (1, 'x', 'from A')");
@@ -58,12 +38,12 @@ describeEachEngine('secondary UNIQUE clashes across nodes', 2, (ctx) => {
       const status = await rep.status();
       expect(status.directions.map((d) => d.state)).toEqual(['streaming', 'streaming']);
       for (const c of conns) {
-        expect(await rowsOf(c, 'SELECT id, u, c FROM uclash.t ORDER BY id')).toEqual(['2|X|from B', '3|y|from A']);
+        expect(await textRows(c, 'SELECT id, u, c FROM uclash.t ORDER BY id')).toEqual(['2|X|from B', '3|y|from A']);
         // The losers are deleted at their own versions, as if their own nodes had deleted them (with
         // parallel apply a loser's tombstone may commit just after the rows converged).
-        const tombs = await eventually('both tombstones', () => rowsOf(c, 'SELECT id, CAST(_lww_ts AS CHAR) FROM lww_meta.tomb__uclash__t ORDER BY id'), (t) => t.length >= 2, 10_000);
+        const tombs = await eventually('both tombstones', () => textRows(c, 'SELECT id, CAST(_lww_ts AS CHAR) FROM lww_meta.tomb__uclash__t ORDER BY id'), (t) => t.length >= 2, 10_000);
         expect(tombs).toEqual([`1|${v1}`, `4|${v4}`]);
-        expect(await rowsOf(c, "SELECT COUNT(*) FROM lww_meta.conflicts WHERE table_name = 't' AND reason LIKE 'unique key clash: removed%'")).toEqual(['2']);
+        expect(await textRows(c, "SELECT COUNT(*) FROM lww_meta.conflicts WHERE table_name = 't' AND reason LIKE 'unique key clash: removed%'")).toEqual(['2']);
       }
       const counted = await rep.status();
       const clashes = counted.directions.reduce((n, d) => n + Object.values(d.sink.tables).reduce((m, t) => m + t.uniqueClashes, 0), 0);
@@ -85,7 +65,7 @@ describeEachEngine('secondary UNIQUE clashes across nodes', 2, (ctx) => {
     await a.query("INSERT INTO uclash3.t (id, u, c) VALUES (1, 'x', 'first')");
     await converged(conns, 'uclash3', 't');
     await rep.stop();
-    const from = await heads();
+    const from = await binlogHeads(urls());
     // B deletes row 1 (older), A updates it (newer), B gives 'x' to row 5 (newest): A's sink writes
     // row 1's tombstone at B's delete version (the row is newer), then removes the row for row 5.
     await b.query('DELETE FROM uclash3.t WHERE id = 1');
@@ -96,7 +76,7 @@ describeEachEngine('secondary UNIQUE clashes across nodes', 2, (ctx) => {
     rep = await startReplicator(urls());
     try {
       await converged(conns, 'uclash3', 't');
-      for (const c of conns) expect(await rowsOf(c, 'SELECT id, u, c FROM uclash3.t')).toEqual(['5|x|newest']);
+      for (const c of conns) expect(await textRows(c, 'SELECT id, u, c FROM uclash3.t')).toEqual(['5|x|newest']);
     } finally {
       await rep.stop();
     }
@@ -130,7 +110,7 @@ describeEachEngine('secondary UNIQUE clashes across nodes', 2, (ctx) => {
       expect(failed!.lastErrorKind).toBe('permanent');
       expect(failed!.lastError).toMatch(/uclash2\.t: .*UNIQUE.*row \(id="?2"?\).*newer than some rows.*\(id=1\).*\(id=3\)/);
       // Nothing of it was written: A still holds its own rows only.
-      expect(await rowsOf(a, 'SELECT id FROM uclash2.t ORDER BY id')).toEqual(['1', '3']);
+      expect(await textRows(a, 'SELECT id FROM uclash2.t ORDER BY id')).toEqual(['1', '3']);
     } finally {
       await rep.stop();
     }
