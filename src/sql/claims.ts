@@ -5,7 +5,7 @@
 import { CLAIM_VERSION_COLUMN, claimOwnerColumns } from '../model/table.ts';
 import type { Dialect } from './dialect.ts';
 import { usesRowAlias } from './dialect.ts';
-import { type BoundValue, bound, derivedRows, INDEX_COLUMN, ROW_ALIAS, type SqlValue, type Statement, type TableShape, VERSION_PLACEHOLDER } from './dml.ts';
+import { type BoundValue, bound, columnPlaceholder, derivedRows, INDEX_COLUMN, ROW_ALIAS, type SqlValue, type Statement, type TableShape, VERSION_PLACEHOLDER } from './dml.ts';
 import { quoteIdent, quoteList, quoteTable } from './quote.ts';
 
 export interface ClaimShape {
@@ -63,8 +63,8 @@ export function upsertClaims(shape: TableShape, claim: ClaimShape, rows: readonl
 export function heldBelowClaims(shape: TableShape, claim: ClaimShape, rows: readonly ClaimRow[]): Statement {
   const version = quoteIdent(shape.versionColumn);
   const one =
-    `(${claim.columns.map((c, i) => `${quoteIdent(c)} = ${claim.placeholders[i]!}`).join(' AND ')} AND ${version} < ${VERSION_PLACEHOLDER}` +
-    ` AND NOT (${shape.primaryKey.map((k, i) => `${quoteIdent(k)} = ${shape.keyPlaceholders[i]!}`).join(' AND ')}))`;
+    `(${claim.columns.map((c, i) => `${quoteIdent(c)} = ${columnPlaceholder(claim.placeholders[i]!)}`).join(' AND ')} AND ${version} < ${VERSION_PLACEHOLDER}` +
+    ` AND NOT (${shape.primaryKey.map((k, i) => `${quoteIdent(k)} = ${columnPlaceholder(shape.keyPlaceholders[i]!)}`).join(' AND ')}))`;
   const values: BoundValue[] = [];
   for (const r of rows) {
     checkWidth(claim, shape, r);

@@ -109,6 +109,20 @@ export function keyPlaceholder(col: ColumnType): string {
   }
 }
 
+const CHAR_PLACEHOLDER = /^CAST\(\? AS CHAR CHARACTER SET [A-Za-z0-9_]+\) COLLATE [A-Za-z0-9_]+$/;
+
+/**
+ * The placeholder of a value compared directly with a table column (`col = ?`): a character value
+ * is bound plain, so the column's own collation decides (a bound string is merely coercible). The
+ * typed form is for derived tables and value-to-value comparisons, where nothing else names the
+ * collation. A direct comparison with the typed form is wrong on MariaDB 10.11: in an OR of
+ * equalities ('alpha' OR 'ALPHA' under utf8mb4_bin) its range optimizer merges the two values into
+ * one, and the statement misses a row (a delete leaves it, a read does not see it).
+ */
+export function columnPlaceholder(placeholder: string): string {
+  return CHAR_PLACEHOLDER.test(placeholder) ? '?' : placeholder;
+}
+
 /** A key or version value: typed JSON documents are row values only (JSON is never part of a key). */
 export function bound(v: SqlValue): BoundValue {
   if (v instanceof TypedJson) throw new Error('a typed JSON document can only be a written column value');
@@ -317,7 +331,7 @@ export function replaceRows(shape: TableShape, rows: readonly (readonly SqlValue
 
 /** `(a = e1 AND b = e2)` for one key, columns qualified by `qualify`. */
 export function keyEquals(columns: readonly string[], exprs: readonly string[], qualify: (c: string) => string = quoteIdent): string {
-  const parts = columns.map((c, i) => `${qualify(c)} = ${exprs[i]!}`);
+  const parts = columns.map((c, i) => `${qualify(c)} = ${columnPlaceholder(exprs[i]!)}`);
   return parts.length === 1 ? parts[0]! : `(${parts.join(' AND ')})`;
 }
 
@@ -344,7 +358,7 @@ export function upsertTombstones(tomb: TombstoneShape, rows: readonly (readonly 
 
 /** Deletes each key only where the stored version is older than the delete. Rows: key values then version. */
 export function guardedDelete(shape: TableShape, rows: readonly (readonly SqlValue[])[]): Statement {
-  const one = `(${[...shape.primaryKey.map((k, i) => `${quoteIdent(k)} = ${shape.keyPlaceholders[i]!}`), `${quoteIdent(shape.versionColumn)} < ${VERSION_PLACEHOLDER}`].join(' AND ')})`;
+  const one = `(${[...shape.primaryKey.map((k, i) => `${quoteIdent(k)} = ${columnPlaceholder(shape.keyPlaceholders[i]!)}`), `${quoteIdent(shape.versionColumn)} < ${VERSION_PLACEHOLDER}`].join(' AND ')})`;
   return {
     sql: `DELETE FROM ${quoteTable(shape.schema, shape.table)} WHERE ${new Array(rows.length).fill(one).join(' OR ')}`,
     values: rowsOf(shape.primaryKey.length + 1, rows),

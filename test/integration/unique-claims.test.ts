@@ -130,4 +130,28 @@ describeEachEngine('UNIQUE values given up are remembered as claims', 1, (ctx) =
     await conn.query("UPDATE uc4.t SET u = 'x' WHERE id = 3");
     expect(await textRows(conn, 'SELECT id, u FROM uc4.t ORDER BY id')).toEqual(['1|y', '3|x', '4|x2']);
   });
+
+  it('claims of values that differ only in letter case under a binary collation each remove their holder, each logged', async () => {
+    await conn.query('DROP DATABASE IF EXISTS lww_meta');
+    await freshDatabase(conn, 'uc5', ['CREATE TABLE {{db}}.t (id INT NOT NULL PRIMARY KEY, u VARCHAR(20) COLLATE utf8mb4_bin NOT NULL, c VARCHAR(20) NOT NULL, UNIQUE KEY uq (u))']);
+    await install({ url, nodeId: 2, tables: ['uc5.t'] });
+    await conn.query("INSERT INTO uc5.t (id, u, c) VALUES (2, 'x', 'local'), (3, 'X', 'local')");
+    const local = await versionOf('uc5', 't', 3);
+    const moved = (id: number, from: string): Change => ({
+      schema: 'uc5',
+      table: 't',
+      op: 'update',
+      before: { id, u: from, c: 'peer', _lww_ts: (local + 10_240n).toString() },
+      after: { id, u: `${from}-moved`, c: 'peer' },
+      version: local + 20_480n,
+    });
+    const sink = sinkFor();
+    // One statement reads the holders of both claims: MariaDB 10.11 merged 'x' and 'X' (typed
+    // COLLATE utf8mb4_bin placeholders in an OR) into one value and found one holder.
+    await sink.write({ sourceId: 'peer', position: '1', changes: [moved(10, 'x'), moved(11, 'X')] });
+    await sink.flush();
+    expect(await textRows(conn, 'SELECT id, u FROM uc5.t ORDER BY id')).toEqual(['10|x-moved', '11|X-moved']);
+    expect(await textRows(conn, "SELECT JSON_EXTRACT(row_json, '$.id') FROM lww_meta.conflicts WHERE reason LIKE 'unique key clash%' ORDER BY 1")).toEqual(['2', '3']);
+    expect(sink.stats().tables['uc5.t']).toMatchObject({ uniqueClashes: 2 });
+  });
 });
