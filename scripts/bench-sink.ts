@@ -8,6 +8,11 @@
 // Median of --rounds rounds; the order of the methods rotates per round so none always runs first.
 // Machines here are shared and noisy: compare ratios within one run, not absolute rates across runs.
 //   npm run bench:sink -- [--engine mysql|mariadb] [--rows 40000] [--rounds 3] [--batches 1,32,256,1024]
+// --cpu-prof DIR writes a V8 CPU profile of each timed sink run (only the timed part; summarise
+// one with scripts/cpu-profile-top.ts).
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { Connection } from 'mysql2/promise';
 import { connect } from '../src/db/connection.ts';
@@ -31,6 +36,7 @@ const { values } = parseArgs({
     methods: { type: 'string', default: 'replace,upsert,sink,bypass' },
     // Batch 1 is one commit per row: fewer rows keep the run short (rates, not totals, are compared).
     'rows-batch1': { type: 'string', default: '2000' },
+    'cpu-prof': { type: 'string' },
   },
 });
 const engine = values.engine === 'mariadb' ? 'mariadb' : 'mysql';
@@ -76,17 +82,40 @@ function elapsedSince(start: bigint): number {
   return Number(process.hrtime.bigint() - start) / 1e9;
 }
 
+let profiled = 0;
+/** Profiles the timed part of a sink run into --cpu-prof DIR (this process's main thread only). */
+async function profiling<T>(name: string, body: () => Promise<T>): Promise<T> {
+  const dir = values['cpu-prof'];
+  if (!dir) return body();
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.start');
+  try {
+    return await body();
+  } finally {
+    const { profile } = await session.post('Profiler.stop');
+    session.disconnect();
+    mkdirSync(dir, { recursive: true });
+    const file = join(dir, `${String(++profiled).padStart(2, '0')}-${engine}-${name}.cpuprofile`);
+    writeFileSync(file, JSON.stringify(profile));
+    console.log(`  profile: ${file}`);
+  }
+}
+
 async function viaSink(changes: Change[], batch: number, bypass: boolean): Promise<number> {
   const sink = createSink({ target: url, batch: { maxRows: batch, maxDelayMs: 5 }, failpoints: bypass ? 'mysqlSinkBypassLWW=return(true)' : '' });
   // Warm-up outside the timing: metadata, tombstone table, checkpoint claim.
   await sink.write({ sourceId: 'bench', position: '0', changes: [] });
   await sink.flush();
-  const start = process.hrtime.bigint();
-  for (let i = 0; i < changes.length; i += 1) {
-    await sink.write({ sourceId: 'bench', position: String(i + 1), changes: [changes[i]!] });
-  }
-  await sink.flush();
-  const secs = elapsedSince(start);
+  const secs = await profiling(`${bypass ? 'bypass' : 'sink'}-batch${batch}`, async () => {
+    const start = process.hrtime.bigint();
+    for (let i = 0; i < changes.length; i += 1) {
+      await sink.write({ sourceId: 'bench', position: String(i + 1), changes: [changes[i]!] });
+    }
+    await sink.flush();
+    return elapsedSince(start);
+  });
   await sink.close();
   return changes.length / secs;
 }
