@@ -84,60 +84,133 @@ function declaredLength(columnType: string): number | undefined {
   return m ? Number(m[1]) : undefined;
 }
 
-function checkInteger(col: ColumnMeta, text: string): string {
-  const range = INT_RANGES[col.dataType];
+type Kind = 'integer' | 'decimal' | 'float' | 'bit' | 'json' | 'temporal' | 'binary' | 'other';
+
+/**
+ * What a column's type says about its values, worked out once per column object: every value of
+ * every change goes through toSqlValue, and these were regular expressions and lookups per value.
+ */
+interface ColumnFacts {
+  kind: Kind;
+  unsigned: boolean;
+  /** Integers: the allowed range, exact and (for number inputs, which are safe integers) as numbers. */
+  range?: [bigint, bigint];
+  rangeNumbers?: [number, number];
+  /** DECIMAL: precision and scale. */
+  precision: number;
+  scale: number;
+  /** CHAR/VARCHAR: declared length in characters. */
+  chars?: number;
+  /** Byte limit of a length-prefixed text or blob type, or of BINARY/VARBINARY. */
+  bytes?: number;
+  /** utf8mb3 column: no 4-byte characters. */
+  threeByte: boolean;
+  /** ENUM members, lower case. */
+  members?: string[];
+}
+
+const facts = new WeakMap<ColumnMeta, ColumnFacts>();
+
+function factsOf(col: ColumnMeta): ColumnFacts {
+  let f = facts.get(col);
+  if (f) return f;
+  const t = col.dataType;
+  const kind: Kind = INT_TYPES.has(t)
+    ? 'integer'
+    : DECIMAL_TYPES.has(t)
+      ? 'decimal'
+      : FLOAT_TYPES.has(t)
+        ? 'float'
+        : t === 'bit'
+          ? 'bit'
+          : t === 'json' || col.json
+            ? 'json'
+            : TEMPORAL_TYPES.has(t)
+              ? 'temporal'
+              : BINARY_TYPES.has(t)
+                ? 'binary'
+                : 'other';
+  const unsigned = /unsigned/i.test(col.columnType);
+  const m = /\((\d+)(?:,(\d+))?\)/.exec(col.columnType);
+  f = {
+    kind,
+    unsigned,
+    precision: m ? Number(m[1]) : 10,
+    scale: m?.[2] ? Number(m[2]) : 0,
+    threeByte: col.charset === 'utf8mb3' || col.charset === 'utf8',
+  };
+  const r = INT_RANGES[t];
+  if (r) {
+    f.range = unsigned ? [0n, r[2]] : [r[0], r[1]];
+    f.rangeNumbers = [Number(f.range[0]), Number(f.range[1])];
+  }
+  if (t === 'varchar' || t === 'char') f.chars = declaredLength(col.columnType);
+  f.bytes = t === 'binary' || t === 'varbinary' ? declaredLength(col.columnType) : BYTE_LIMITS[t];
+  if (t === 'enum') f.members = [...col.columnType.matchAll(/'((?:[^']|'')*)'/g)].map((e) => e[1]!.replaceAll("''", "'").toLowerCase());
+  facts.set(col, f);
+  return f;
+}
+
+/** Decimal text of at most 15 digits: exact as a number. */
+const SHORT_INTEGER = /^-?\d{1,15}$/;
+
+function checkInteger(col: ColumnMeta, f: ColumnFacts, text: string, n?: number): string {
+  const range = f.range;
   if (range) {
-    const n = BigInt(text);
-    const unsigned = /unsigned/i.test(col.columnType);
-    const [min, max] = unsigned ? [0n, range[2]] : [range[0], range[1]];
-    if (n < min || n > max) throw new ValueError(`${text} is out of range for ${col.columnType} (${min}..${max})`);
+    const [lo, hi] = f.rangeNumbers!;
+    // Numbers and short texts compare exactly as numbers; only long texts need a BigInt.
+    const x = n ?? (SHORT_INTEGER.test(text) ? Number(text) : undefined);
+    const inRange = x !== undefined ? x >= lo && x <= hi : BigInt(text) >= range[0] && BigInt(text) <= range[1];
+    if (!inRange) throw new ValueError(`${text} is out of range for ${col.columnType} (${range[0]}..${range[1]})`);
   }
   return text;
 }
 
-function checkDecimal(col: ColumnMeta, text: string): string {
-  const m = /\((\d+)(?:,(\d+))?\)/.exec(col.columnType);
-  const precision = m ? Number(m[1]) : 10;
-  const scale = m?.[2] ? Number(m[2]) : 0;
+function checkDecimal(col: ColumnMeta, f: ColumnFacts, text: string): string {
+  const { precision, scale } = f;
   // Digits before the point must fit; extra fraction digits are rounded by the server.
   const plain = /[eE]/.test(text) ? Number(text).toFixed(scale) : text;
   const intDigits = plain.replace(/^[-+]/, '').split('.')[0]!.replace(/^0+/, '').length;
   if (intDigits > precision - scale) throw new ValueError(`${text} is out of range for ${col.columnType}`);
-  if (/unsigned/i.test(col.columnType) && /^-/.test(plain) && Number(plain) !== 0) throw new ValueError(`${text} is negative in an unsigned column`);
+  if (f.unsigned && /^-/.test(plain) && Number(plain) !== 0) throw new ValueError(`${text} is negative in an unsigned column`);
   return text;
 }
 
-function checkFloat(col: ColumnMeta, n: number): void {
+function checkFloat(col: ColumnMeta, f: ColumnFacts, n: number): void {
   if (!Number.isFinite(n)) throw new ValueError(`${n} cannot be stored (the server has no NaN or Infinity)`);
   if (col.dataType === 'float' && Math.abs(n) > FLOAT_MAX) throw new ValueError(`${n} is out of range for FLOAT`);
-  if (/unsigned/i.test(col.columnType) && n < 0) throw new ValueError(`${n} is negative in an unsigned column`);
+  if (f.unsigned && n < 0) throw new ValueError(`${n} is negative in an unsigned column`);
 }
 
-function checkText(col: ColumnMeta, text: string): string {
-  const chars = declaredLength(col.columnType);
-  if ((col.dataType === 'varchar' || col.dataType === 'char') && chars !== undefined) {
+function checkText(col: ColumnMeta, f: ColumnFacts, text: string): string {
+  const chars = f.chars;
+  // A text never has more characters than UTF-16 units, nor more UTF-8 bytes than 3 per unit.
+  if (chars !== undefined && text.length > chars) {
     let n = 0;
     for (const _ of text) n++;
     if (n > chars) throw new ValueError(`${n} characters do not fit ${col.columnType}`);
   }
-  const bytes = BYTE_LIMITS[col.dataType];
-  if (bytes !== undefined && Buffer.byteLength(text, 'utf8') > bytes) throw new ValueError(`${Buffer.byteLength(text, 'utf8')} bytes do not fit ${col.dataType.toUpperCase()}`);
-  if ((col.charset === 'utf8mb3' || col.charset === 'utf8') && /[\u{10000}-\u{10FFFF}]/u.test(text)) {
+  const bytes = f.bytes;
+  if (bytes !== undefined && text.length * 3 > bytes && Buffer.byteLength(text, 'utf8') > bytes) {
+    throw new ValueError(`${Buffer.byteLength(text, 'utf8')} bytes do not fit ${col.dataType.toUpperCase()}`);
+  }
+  if (f.threeByte && /[\u{10000}-\u{10FFFF}]/u.test(text)) {
     throw new ValueError(`a 4-byte character does not fit the ${col.charset} column`);
   }
-  if (col.dataType === 'enum') {
-    const allowed = [...col.columnType.matchAll(/'((?:[^']|'')*)'/g)].map((m) => m[1]!.replaceAll("''", "'"));
+  if (f.members) {
+    const allowed = f.members;
     // A number names a member by position, as the server reads it.
     const index = /^\d+$/.test(text) ? Number(text) : 0;
-    if (!allowed.some((a) => a.toLowerCase() === text.toLowerCase()) && !(index >= 1 && index <= allowed.length)) {
+    const lower = text.toLowerCase();
+    if (!allowed.includes(lower) && !(index >= 1 && index <= allowed.length)) {
       throw new ValueError(`${JSON.stringify(text)} is not one of ${col.columnType}`);
     }
   }
   return text;
 }
 
-function checkBytes(col: ColumnMeta, buf: Buffer): Buffer {
-  const limit = col.dataType === 'binary' || col.dataType === 'varbinary' ? declaredLength(col.columnType) : BYTE_LIMITS[col.dataType];
+function checkBytes(col: ColumnMeta, f: ColumnFacts, buf: Buffer): Buffer {
+  const limit = f.bytes;
   if (limit !== undefined && buf.length > limit) throw new ValueError(`${buf.length} bytes do not fit ${col.columnType}`);
   return buf;
 }
@@ -213,18 +286,28 @@ function jsonValue(col: ColumnMeta, value: unknown): SqlValue {
 
 const DATE_TEXT = /^(\d{4})-(\d{2})-(\d{2})(?:[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?)?$/;
 
+const MONTH_DAYS = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+
+/** Days in a month (1-12) as Date.UTC counts them: a year below 100 is taken as 19xx. */
+function daysInMonth(year: number, month: number): number {
+  if (month !== 2) return MONTH_DAYS[month - 1]!;
+  const y = year < 100 ? year + 1900 : year;
+  return (y % 4 === 0 && y % 100 !== 0) || y % 400 === 0 ? 29 : 28;
+}
+
 function checkTemporal(col: ColumnMeta, text: string): string {
   const t = col.dataType;
   if (t !== 'date' && t !== 'datetime' && t !== 'timestamp') return text;
   const m = DATE_TEXT.exec(text);
   if (!m) throw new ValueError(`${JSON.stringify(text)} is not a ${t.toUpperCase()} (YYYY-MM-DD[ hh:mm:ss[.ffffff]])`);
-  const [y, mo, d, h = '0', mi = '0', sec = '0'] = m.slice(1).map((x) => x ?? '0') as string[];
-  const zero = Number(mo) === 0 && Number(d) === 0 && Number(y) === 0;
+  const y = Number(m[1]);
+  const mo = Number(m[2]);
+  const d = Number(m[3]);
+  const zero = mo === 0 && d === 0 && y === 0;
   if (!zero) {
-    const days = new Date(Date.UTC(Number(y), Number(mo), 0)).getUTCDate();
-    if (Number(mo) < 1 || Number(mo) > 12 || Number(d) < 1 || Number(d) > days) throw new ValueError(`${text} is not a valid date`);
+    if (mo < 1 || mo > 12 || d < 1 || d > daysInMonth(y, mo)) throw new ValueError(`${text} is not a valid date`);
   }
-  if (Number(h) > 23 || Number(mi) > 59 || Number(sec) > 59) throw new ValueError(`${text} is not a valid time of day`);
+  if (Number(m[4] ?? '0') > 23 || Number(m[5] ?? '0') > 59 || Number(m[6] ?? '0') > 59) throw new ValueError(`${text} is not a valid time of day`);
   if (t === 'timestamp' && !zero && (text < '1970-01-01 00:00:01' || text > '2038-01-19 03:14:07.999999')) {
     throw new ValueError(`${text} is outside the TIMESTAMP range (1970-01-01 00:00:01 .. 2038-01-19 03:14:07.999999 UTC)`);
   }
@@ -237,50 +320,50 @@ export function toSqlValue(col: ColumnMeta, value: unknown): SqlValue {
     if (!col.nullable) throw new ValueError('NULL in a NOT NULL column');
     return null;
   }
+  const f = factsOf(col);
   const t = col.dataType;
-  if (INT_TYPES.has(t)) {
-    if (typeof value === 'bigint') return checkInteger(col, value.toString());
-    if (typeof value === 'number') {
-      if (!Number.isSafeInteger(value)) throw new ValueError(`${value} is not an exact integer; pass a bigint or decimal string`);
-      return checkInteger(col, String(value));
-    }
-    if (typeof value === 'boolean') return value ? '1' : '0';
-    if (typeof value === 'string' && /^-?\d+$/.test(value)) return checkInteger(col, value.replace(/^(-?)0+(?=\d)/, '$1').replace(/^-0$/, '0'));
-    throw new ValueError(`cannot store ${describe(value)} in an integer column`);
+  switch (f.kind) {
+    case 'integer':
+      if (typeof value === 'bigint') return checkInteger(col, f, value.toString());
+      if (typeof value === 'number') {
+        if (!Number.isSafeInteger(value)) throw new ValueError(`${value} is not an exact integer; pass a bigint or decimal string`);
+        return checkInteger(col, f, String(value), value);
+      }
+      if (typeof value === 'boolean') return value ? '1' : '0';
+      if (typeof value === 'string' && /^-?\d+$/.test(value)) return checkInteger(col, f, value.replace(/^(-?)0+(?=\d)/, '$1').replace(/^-0$/, '0'));
+      throw new ValueError(`cannot store ${describe(value)} in an integer column`);
+    case 'decimal':
+      if (typeof value === 'bigint') return checkDecimal(col, f, value.toString());
+      if (typeof value === 'number' && Number.isFinite(value)) return checkDecimal(col, f, String(value));
+      if (typeof value === 'string' && /^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(value)) return checkDecimal(col, f, value);
+      throw new ValueError(`cannot store ${describe(value)} in a DECIMAL column`);
+    case 'float':
+      if (typeof value === 'number') {
+        checkFloat(col, f, value);
+        return value;
+      }
+      if (typeof value === 'string' && value.trim() !== '' && !Number.isNaN(Number(value))) {
+        checkFloat(col, f, Number(value));
+        return value;
+      }
+      throw new ValueError(`cannot store ${describe(value)} in a floating-point column`);
+    case 'bit':
+      return bitValue(value, col.columnType);
+    case 'json':
+      return jsonValue(col, value);
+    case 'temporal':
+      if (value instanceof Date) return formatDate(value, t);
+      if (typeof value === 'string') return checkTemporal(col, value);
+      if (typeof value === 'number' && t === 'year') return value;
+      throw new ValueError(`cannot store ${describe(value)} in a ${t.toUpperCase()} column`);
+    case 'binary':
+      if (isBytes(value)) return checkBytes(col, f, Buffer.from(value));
+      if (typeof value === 'string') return checkBytes(col, f, Buffer.from(value, 'utf8'));
+      throw new ValueError(`cannot store ${describe(value)} in a binary column`);
   }
-  if (DECIMAL_TYPES.has(t)) {
-    if (typeof value === 'bigint') return checkDecimal(col, value.toString());
-    if (typeof value === 'number' && Number.isFinite(value)) return checkDecimal(col, String(value));
-    if (typeof value === 'string' && /^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(value)) return checkDecimal(col, value);
-    throw new ValueError(`cannot store ${describe(value)} in a DECIMAL column`);
-  }
-  if (FLOAT_TYPES.has(t)) {
-    if (typeof value === 'number') {
-      checkFloat(col, value);
-      return value;
-    }
-    if (typeof value === 'string' && value.trim() !== '' && !Number.isNaN(Number(value))) {
-      checkFloat(col, Number(value));
-      return value;
-    }
-    throw new ValueError(`cannot store ${describe(value)} in a floating-point column`);
-  }
-  if (t === 'bit') return bitValue(value, col.columnType);
-  if (t === 'json' || col.json) return jsonValue(col, value);
-  if (TEMPORAL_TYPES.has(t)) {
-    if (value instanceof Date) return formatDate(value, t);
-    if (typeof value === 'string') return checkTemporal(col, value);
-    if (typeof value === 'number' && t === 'year') return value;
-    throw new ValueError(`cannot store ${describe(value)} in a ${t.toUpperCase()} column`);
-  }
-  if (BINARY_TYPES.has(t)) {
-    if (isBytes(value)) return checkBytes(col, Buffer.from(value));
-    if (typeof value === 'string') return checkBytes(col, Buffer.from(value, 'utf8'));
-    throw new ValueError(`cannot store ${describe(value)} in a binary column`);
-  }
-  if (t === 'set' && Array.isArray(value)) return checkText(col, value.map(String).join(','));
-  if (typeof value === 'string') return checkText(col, value);
-  if (typeof value === 'number' || typeof value === 'bigint') return checkText(col, value.toString());
+  if (t === 'set' && Array.isArray(value)) return checkText(col, f, value.map(String).join(','));
+  if (typeof value === 'string') return checkText(col, f, value);
+  if (typeof value === 'number' || typeof value === 'bigint') return checkText(col, f, value.toString());
   if (isBytes(value)) return Buffer.from(value);
   throw new ValueError(`cannot store ${describe(value)} in a ${t.toUpperCase()} column`);
 }
