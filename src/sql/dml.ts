@@ -182,11 +182,17 @@ function valueRows(columnPlaceholders: readonly string[], rows: readonly (readon
   const values: BoundValue[] = [];
   for (const r of rows) {
     if (r.length !== width) throw new Error(`a row has ${r.length} values, the statement binds ${width}`);
-    if (!r.some((v) => v instanceof TypedJson)) {
+    let typed = false;
+    for (let i = 0; i < width; i++) {
+      const v = r[i]!;
+      if (v instanceof TypedJson) typed = true;
+      values.push(v as BoundValue);
+    }
+    if (!typed) {
       tuples.push(one);
-      for (const v of r) values.push(v as BoundValue);
       continue;
     }
+    values.length -= width;
     const items = r.map((v, i) => {
       if (!(v instanceof TypedJson)) {
         values.push(v);

@@ -45,13 +45,21 @@ export interface TablePlan {
 export function coalesce(ops: Iterable<KeyOp>, order: 'version' | 'arrival' = 'version'): TablePlan[] {
   const tables = new Map<string, TablePlan>();
   let seq = 0;
+  // Consecutive operations mostly share a metadata object: their plan without a key text per operation.
+  let lastMeta: TableMeta | undefined;
+  let lastPlan: TablePlan | undefined;
   for (const op of ops) {
     seq++;
-    const tk = tableKey(op.meta.schema, op.meta.table);
-    let plan = tables.get(tk);
+    let plan = op.meta === lastMeta ? lastPlan : undefined;
     if (!plan) {
-      plan = { meta: op.meta, keys: new Map(), staleInBatch: 0, coalesced: 0, releases: [] };
-      tables.set(tk, plan);
+      const tk = tableKey(op.meta.schema, op.meta.table);
+      plan = tables.get(tk);
+      if (!plan) {
+        plan = { meta: op.meta, keys: new Map(), staleInBatch: 0, coalesced: 0, releases: [] };
+        tables.set(tk, plan);
+      }
+      lastMeta = op.meta;
+      lastPlan = plan;
     }
     if (op.releases) plan.releases.push(...op.releases);
     let k = plan.keys.get(op.keyId);

@@ -19,8 +19,15 @@ function textIsExact(meta: TableMeta): boolean {
 
 /** Key moves the server must judge; empty (the common case) means nothing to ask. */
 export function keyMovesToCheck(txn: PreparedTransaction): KeyOp[] {
-  return txn.ops.filter((o) => o.kind === 'delete' && o.movedTo !== undefined && !textIsExact(o.meta));
+  let out: KeyOp[] | undefined;
+  for (const o of txn.ops) {
+    if (o.kind === 'delete' && o.movedTo !== undefined && !textIsExact(o.meta)) (out ??= []).push(o);
+  }
+  // No array per transaction in the common case (no key moves).
+  return out ?? NONE;
 }
+
+const NONE: KeyOp[] = [];
 
 /** Drops the delete half of updates whose old and new keys are the same key for the server. */
 export async function dropUnmovedKeyDeletes(conn: Connection, metaSchema: string, txn: PreparedTransaction, moves: KeyOp[]): Promise<void> {

@@ -103,8 +103,7 @@ function convert(meta: TableMeta, index: number, change: RowChange, image: 'befo
   }
 }
 
-function checkColumns(meta: TableMeta, index: number, image: 'before' | 'after', row: Row): void {
-  const columns = planOf(meta).columns;
+function checkColumns(meta: TableMeta, columns: Map<string, ColumnMeta>, index: number, image: 'before' | 'after', row: Row): void {
   for (const name in row) {
     if (!columns.has(name)) throw new UnknownColumnError(meta.schema, meta.table, name, `change #${index}, ${image} image`);
   }
@@ -118,8 +117,7 @@ function missingKey(meta: TableMeta, index: number, change: RowChange, image: 'b
   );
 }
 
-function keyOf(meta: TableMeta, index: number, change: RowChange, image: 'before' | 'after', row: Row): SqlValue[] {
-  const columns = planOf(meta).columns;
+function keyOf(meta: TableMeta, index: number, change: RowChange, image: 'before' | 'after', row: Row, columns = planOf(meta).columns): SqlValue[] {
   const key: SqlValue[] = new Array(meta.primaryKey.length);
   for (let i = 0; i < meta.primaryKey.length; i++) {
     const k = meta.primaryKey[i]!;
@@ -130,8 +128,8 @@ function keyOf(meta: TableMeta, index: number, change: RowChange, image: 'before
   return key;
 }
 
-function fullRow(meta: TableMeta, index: number, change: RowChange, row: Row): SqlValue[] {
-  const cols = planOf(meta).values;
+/** The row's written values (plan.values), version last. */
+function fullRow(meta: TableMeta, cols: readonly ColumnMeta[], index: number, change: RowChange, row: Row): SqlValue[] {
   const values: SqlValue[] = new Array(cols.length + 1);
   for (let i = 0; i < cols.length; i++) {
     const col = cols[i]!;
@@ -156,23 +154,31 @@ function rowBytes(values: readonly SqlValue[]): number {
 }
 
 /** Validates a transaction against table metadata and expands it into key operations. */
-export function prepareTransaction(txn: SourceTransaction, metaOf: (change: RowChange) => TableMeta): PreparedTransaction {
+export function prepareTransaction(txn: SourceTransaction, metaOf: (change: RowChange, index: number) => TableMeta): PreparedTransaction {
   const ops: KeyOp[] = [];
   let maxVersion = 0n;
   let bytes = 0;
   const sourceId = txn.sourceId;
+  // Consecutive changes of one table (the common case) share one plan lookup.
+  let meta: TableMeta | undefined;
+  let plan: TablePlan | undefined;
   for (let index = 0; index < txn.changes.length; index++) {
     const change = txn.changes[index]!;
-    const meta = metaOf(change);
+    const m = metaOf(change, index);
+    if (m !== meta) {
+      meta = m;
+      plan = planOf(m);
+    }
+    const { columns, keyIndexes } = plan!;
     const version = change.version;
     if (version > maxVersion) maxVersion = version;
-    if (change.before) checkColumns(meta, index, 'before', change.before);
-    if (change.after) checkColumns(meta, index, 'after', change.after);
+    if (change.before) checkColumns(m, columns, index, 'before', change.before);
+    if (change.after) checkColumns(m, columns, index, 'after', change.after);
     if (change.op === 'delete') {
-      const key = keyOf(meta, index, change, 'before', change.before!);
-      const op: KeyOp = { kind: 'delete', meta, key, keyId: keyIdOf(key), version, sourceId, change: index };
-      if (meta.claims && meta.claims.length > 0) {
-        const releases = releasesOf(meta, index, change, sourceId);
+      const key = keyOf(m, index, change, 'before', change.before!, columns);
+      const op: KeyOp = { kind: 'delete', meta: m, key, keyId: keyIdOf(key), version, sourceId, change: index };
+      if (m.claims && m.claims.length > 0) {
+        const releases = releasesOf(m, index, change, sourceId);
         if (releases.length > 0) op.releases = releases;
       }
       ops.push(op);
@@ -180,31 +186,34 @@ export function prepareTransaction(txn: SourceTransaction, metaOf: (change: RowC
       continue;
     }
     const after = change.after!;
-    const { keyIndexes } = planOf(meta);
     let key: SqlValue[];
+    let row: SqlValue[];
     if (keyIndexes) {
       // Key values are taken from the converted row, after checking they are present.
-      for (const k of meta.primaryKey) if (after[k] === null || after[k] === undefined) throw missingKey(meta, index, change, 'after', k);
-      const row = fullRow(meta, index, change, after);
-      key = keyIndexes.map((i) => row[i]!);
-      pushUpsert(ops, meta, index, change, key, row, sourceId);
-      bytes += rowBytes(row);
+      const pk = m.primaryKey;
+      for (let i = 0; i < pk.length; i++) {
+        const v = after[pk[i]!];
+        if (v === null || v === undefined) throw missingKey(m, index, change, 'after', pk[i]!);
+      }
+      row = fullRow(m, plan!.values, index, change, after);
+      key = new Array(keyIndexes.length);
+      for (let i = 0; i < keyIndexes.length; i++) key[i] = row[keyIndexes[i]!]!;
     } else {
-      key = keyOf(meta, index, change, 'after', after);
-      const row = fullRow(meta, index, change, after);
-      pushUpsert(ops, meta, index, change, key, row, sourceId);
-      bytes += rowBytes(row);
+      key = keyOf(m, index, change, 'after', after, columns);
+      row = fullRow(m, plan!.values, index, change, after);
     }
+    pushUpsert(ops, m, columns, index, change, key, row, sourceId);
+    bytes += rowBytes(row);
   }
   const prepared: PreparedTransaction = { sourceId: txn.sourceId, position: txn.position, ops, maxVersion, bytes };
   if (txn.sourceTimeMs !== undefined) prepared.sourceTimeMs = txn.sourceTimeMs;
   return prepared;
 }
 
-function pushUpsert(ops: KeyOp[], meta: TableMeta, index: number, change: RowChange, key: SqlValue[], row: SqlValue[], sourceId: string): void {
+function pushUpsert(ops: KeyOp[], meta: TableMeta, columns: Map<string, ColumnMeta>, index: number, change: RowChange, key: SqlValue[], row: SqlValue[], sourceId: string): void {
   const keyId = keyIdOf(key);
   if (change.op === 'update' && change.before) {
-    const oldKey = keyOf(meta, index, change, 'before', change.before);
+    const oldKey = keyOf(meta, index, change, 'before', change.before, columns);
     const oldKeyId = keyIdOf(oldKey);
     if (oldKeyId !== keyId) ops.push({ kind: 'delete', meta, key: oldKey, keyId: oldKeyId, version: change.version, sourceId, movedTo: key, change: index });
   }

@@ -231,11 +231,12 @@ class LwwSink implements Sink {
   /** A row no statement can carry to this target: refused by name instead of failing (or looping) on the server's packet limit. */
   private checkRowSizes(txn: PreparedTransaction, maxPacket: number): void {
     const budget = maxPacket - PACKET_OVERHEAD_BYTES;
-    txn.ops.forEach((op, i) => {
-      if (!op.row || rowWireBytesAtMost(op.row) <= budget) return;
+    for (let i = 0; i < txn.ops.length; i++) {
+      const op = txn.ops[i]!;
+      if (!op.row || rowWireBytesAtMost(op.row) <= budget) continue;
       let bytes = 0;
       for (const v of op.row) bytes += wireBytes(v);
-      if (bytes <= budget) return;
+      if (bytes <= budget) continue;
       const table = `${op.meta.schema}.${op.meta.table}`;
       const needed = Math.ceil((bytes + PACKET_OVERHEAD_BYTES) / (1024 * 1024)) * 1024 * 1024;
       throw new InvalidChangeError(
@@ -243,7 +244,7 @@ class LwwSink implements Sink {
           `raise max_allowed_packet on the target to at least ${needed} (SET GLOBAL max_allowed_packet = ${needed}, and in its option file), then restart replicate`,
         i,
       );
-    });
+    }
   }
 
   refreshMetadata(schema?: string, table?: string): void {
@@ -281,8 +282,9 @@ class LwwSink implements Sink {
     const txn = parseSourceTransaction(input);
     const { limits } = this.options;
     // A version from the future would win every conflict until the clocks catch up: refuse it, named.
-    const latest = (BigInt(Date.now() + limits.maxFutureMs) * 1000n) << 10n | 1023n;
-    txn.changes.forEach((c, i) => {
+    const latest = this.latestVersion(Date.now() + limits.maxFutureMs);
+    for (let i = 0; i < txn.changes.length; i++) {
+      const c = txn.changes[i]!;
       if (c.version > latest) {
         throw new InvalidChangeError(
           `change #${i} (${c.schema}.${c.table}, ${c.op}) at ${txn.position}: version ${c.version} is ${(physicalMicrosOf(c.version) / 1000n - BigInt(Date.now())).toString()} ms ahead of this sink's clock, more than limits.maxFutureMs (${limits.maxFutureMs})`,
@@ -290,7 +292,7 @@ class LwwSink implements Sink {
           'version',
         );
       }
-    });
+    }
     if (txn.changes.length > limits.maxTransactionRows) {
       throw new InvalidChangeError(
         `transaction at ${txn.position} has ${txn.changes.length} changes, more than limits.maxTransactionRows (${limits.maxTransactionRows})`,
@@ -301,12 +303,31 @@ class LwwSink implements Sink {
       await this.dialect();
       this.dialectKnown = true;
     }
-    const metas = new Map<string, TableMeta>();
-    for (const c of txn.changes) {
+    // Each change's table metadata, held for the whole transaction; consecutive changes of one table share a lookup.
+    const metas: TableMeta[] = new Array(txn.changes.length);
+    let seen: Map<string, TableMeta> | undefined;
+    for (let i = 0; i < txn.changes.length; i++) {
+      const c = txn.changes[i]!;
+      if (i === 0) {
+        metas[0] = this.metadata.peek(c.schema, c.table) ?? (await this.metadata.get(c.schema, c.table));
+        continue;
+      }
+      const prev = txn.changes[i - 1]!;
+      if (prev.schema === c.schema && prev.table === c.table) {
+        metas[i] = metas[i - 1]!;
+        continue;
+      }
+      const first = txn.changes[0]!;
+      seen ??= new Map([[tableKey(first.schema, first.table), metas[0]!]]);
       const k = tableKey(c.schema, c.table);
-      if (!metas.has(k)) metas.set(k, this.metadata.peek(c.schema, c.table) ?? (await this.metadata.get(c.schema, c.table)));
+      let meta = seen.get(k);
+      if (!meta) {
+        meta = this.metadata.peek(c.schema, c.table) ?? (await this.metadata.get(c.schema, c.table));
+        seen.set(k, meta);
+      }
+      metas[i] = meta;
     }
-    const prepared = prepareTransaction(txn, (c: RowChange) => metas.get(tableKey(c.schema, c.table))!);
+    const prepared = prepareTransaction(txn, (_c: RowChange, i: number) => metas[i]!);
     const moves = keyMovesToCheck(prepared);
     if (moves.length > 0) await dropUnmovedKeyDeletes(await this.adminConn(), this.options.metaSchema, prepared, moves);
     // One row alone is never refused for its size here: the target's packet limit decides (checkRowSizes).
@@ -342,6 +363,18 @@ class LwwSink implements Sink {
       await new Promise<void>((r) => this.drainWaiters.push(r));
     }
     if (this.failure) throw this.failure;
+  }
+
+  private latestAtMs = Number.NaN;
+  private latest = 0n;
+
+  /** The highest version a change may carry at this time (ms): computed once per millisecond, not per transaction. */
+  private latestVersion(ms: number): bigint {
+    if (ms !== this.latestAtMs) {
+      this.latestAtMs = ms;
+      this.latest = ((BigInt(ms) * 1000n) << 10n) | 1023n;
+    }
+    return this.latest;
   }
 
   /** Claims the checkpoint row of a source once per sink: later writers of the same source win. */
@@ -503,11 +536,18 @@ class LwwSink implements Sink {
     const advances = new Map<string, WindowAdvance>();
     for (const q of batch) {
       const prev = advances.get(q.txn.sourceId);
-      const epoch = await this.epoch(q.txn.sourceId);
-      const version = prev && prev.version > q.txn.maxVersion ? prev.version : q.txn.maxVersion;
       // The time of the last transaction whose position is stored (an unknown one keeps the previous).
       const sourceTimeUs = q.txn.sourceTimeMs !== undefined ? BigInt(q.txn.sourceTimeMs) * 1000n : prev?.sourceTimeUs;
-      advances.set(q.txn.sourceId, { sourceId: q.txn.sourceId, position: q.txn.position, version, epoch, sourceTimeUs, seq: q.applySeq });
+      if (prev) {
+        // One advance per source, updated in place: no await nor object per transaction.
+        if (q.txn.maxVersion > prev.version) prev.version = q.txn.maxVersion;
+        prev.position = q.txn.position;
+        prev.sourceTimeUs = sourceTimeUs;
+        prev.seq = q.applySeq;
+        continue;
+      }
+      const epoch = await this.epoch(q.txn.sourceId);
+      advances.set(q.txn.sourceId, { sourceId: q.txn.sourceId, position: q.txn.position, version: q.txn.maxVersion, epoch, sourceTimeUs, seq: q.applySeq });
     }
     // After abort() nothing commits.
     if (this.closed) throw new SinkClosedError();

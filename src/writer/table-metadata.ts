@@ -94,6 +94,8 @@ export async function loadTableMeta(conn: Connection, schema: string, table: str
 export class TableMetadataCache {
   private readonly tables = new Map<string, Promise<TableMeta>>();
   private readonly loaded = new Map<string, TableMeta>();
+  /** The last table peek found: consecutive changes mostly name one table (no key text per change). */
+  private last: { schema: string; table: string; meta: TableMeta } | undefined;
 
   constructor(
     private readonly load: (schema: string, table: string) => Promise<TableMeta>,
@@ -108,7 +110,10 @@ export class TableMetadataCache {
       this.tables.set(key, pending);
       pending.then(
         (meta) => {
-          if (this.tables.get(key) === pending) this.loaded.set(key, meta);
+          if (this.tables.get(key) === pending) {
+            this.loaded.set(key, meta);
+            this.last = undefined;
+          }
         },
         // A failed load is not cached: the table may be created or fixed later.
         () => this.tables.delete(key),
@@ -119,10 +124,15 @@ export class TableMetadataCache {
 
   /** The metadata when already loaded, without waiting. */
   peek(schema: string, table: string): TableMeta | undefined {
-    return this.loaded.get(tableKey(schema, table));
+    const last = this.last;
+    if (last && last.schema === schema && last.table === table) return last.meta;
+    const meta = this.loaded.get(tableKey(schema, table));
+    if (meta) this.last = { schema, table, meta };
+    return meta;
   }
 
   refresh(schema?: string, table?: string): void {
+    this.last = undefined;
     for (const map of [this.tables, this.loaded] as Array<Map<string, unknown>>) {
       if (schema === undefined) map.clear();
       else if (table === undefined) {
