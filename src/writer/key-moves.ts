@@ -21,7 +21,9 @@ function textIsExact(meta: TableMeta): boolean {
 export function keyMovesToCheck(txn: PreparedTransaction): KeyOp[] {
   let out: KeyOp[] | undefined;
   for (const o of txn.ops) {
-    if (o.kind === 'delete' && o.movedTo !== undefined && !textIsExact(o.meta)) (out ??= []).push(o);
+    if (o.kind !== 'delete' || o.movedTo === undefined || textIsExact(o.meta)) continue;
+    out ??= [];
+    out.push(o);
   }
   // No array per transaction in the common case (no key moves).
   return out ?? NONE;
