@@ -117,7 +117,15 @@ for (const [id, n] of count) {
   groups.set(key, g);
 }
 const busy = total - idle;
-console.log(`${positionals[0]}: ${total} samples, ${((total - idle) / total * 100).toFixed(1)}% not idle; % of all samples, then % of non-idle ones`);
+let idleUs = 0;
+let allUs = 0;
+for (const [id, us] of selfUs) {
+  allUs += us;
+  if (byId.get(id)!.callFrame.functionName === '(idle)') idleUs += us;
+}
+console.log(
+  `${positionals[0]}: ${total} samples over ${(allUs / 1000).toFixed(0)} ms, ${((busy / total) * 100).toFixed(1)}% not idle (${((allUs - idleUs) / 1000).toFixed(0)} ms of CPU on this thread); % of all samples, then % of non-idle ones`,
+);
 const rows = [...groups.values()].sort((a, b) => b.samples - a.samples).slice(0, Number(values.top));
 rows.forEach((g, i) => {
   const pct = ((g.samples / total) * 100).toFixed(1).padStart(5);
