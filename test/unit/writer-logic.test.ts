@@ -208,6 +208,34 @@ describe('values and names', () => {
     expect(() => toSqlValue(col('enum', "enum('a','b')"), 'c')).toThrow(/not one of/);
     expect(toSqlValue(col('enum', "enum('a','b')"), 'B')).toBe('B');
   });
+  it('checks every value of one column object alike (type facts worked out once per column)', () => {
+    const big = col('bigint', 'bigint unsigned');
+    expect(toSqlValue(big, '000018446744073709551615')).toBe('18446744073709551615');
+    expect(() => toSqlValue(big, '18446744073709551616')).toThrow(/out of range for bigint unsigned \(0\.\.18446744073709551615\)/);
+    expect(() => toSqlValue(big, -1)).toThrow(/out of range/);
+    const int = col('int');
+    expect(toSqlValue(int, -2147483648)).toBe('-2147483648');
+    expect(() => toSqlValue(int, 2147483648)).toThrow(/2147483648 is out of range for int \(-2147483648\.\.2147483647\)/);
+    expect(() => toSqlValue(int, '1234567890123456')).toThrow(/out of range/);
+    const v3 = col('varchar', 'varchar(3)');
+    expect(toSqlValue(v3, 'abc')).toBe('abc');
+    expect(() => toSqlValue(v3, 'abcd')).toThrow(/4 characters do not fit varchar\(3\)/);
+    const tiny = col('tinytext');
+    expect(toSqlValue(tiny, '€'.repeat(85))).toBe('€'.repeat(85));
+    expect(() => toSqlValue(tiny, '€'.repeat(86))).toThrow(/258 bytes do not fit TINYTEXT/);
+    const e = col('enum', "enum('a','b')");
+    expect(toSqlValue(e, '2')).toBe('2');
+    expect(() => toSqlValue(e, '3')).toThrow(/not one of/);
+    const d = col('datetime', 'datetime(6)');
+    expect(toSqlValue(d, '2000-02-29 23:59:59.999999')).toBe('2000-02-29 23:59:59.999999');
+    expect(() => toSqlValue(d, '1900-02-29 00:00:00')).toThrow(/valid date/);
+    expect(() => toSqlValue(d, '2024-04-31')).toThrow(/valid date/);
+    expect(() => toSqlValue(d, '2024-01-01 24:00:00')).toThrow(/valid time of day/);
+    expect(toSqlValue(d, '0000-00-00 00:00:00')).toBe('0000-00-00 00:00:00');
+    const u = col('double', 'double unsigned');
+    expect(() => toSqlValue(u, -1.5)).toThrow(/negative in an unsigned column/);
+    expect(() => toSqlValue(col('decimal', 'decimal(4,1) unsigned'), '-1')).toThrow(/negative/);
+  });
   it('tombstone names are readable when they fit and hashed when they do not', () => {
     expect(tombstoneTableName('shop', 'orders')).toBe('tomb__shop__orders');
     const long = tombstoneTableName('s'.repeat(40), 't'.repeat(40));
