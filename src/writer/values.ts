@@ -284,7 +284,16 @@ function jsonValue(col: ColumnMeta, value: unknown): SqlValue {
   return text;
 }
 
-const DATE_TEXT = /^(\d{4})-(\d{2})-(\d{2})(?:[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?)?$/;
+/** The value of `n` ASCII digits at `from`, or -1 when one is not a digit (or the text ends). */
+function digitsAt(s: string, from: number, n: number): number {
+  let v = 0;
+  for (let i = from; i < from + n; i++) {
+    const c = s.charCodeAt(i) - 48;
+    if (!(c >= 0 && c <= 9)) return -1;
+    v = v * 10 + c;
+  }
+  return v;
+}
 
 const MONTH_DAYS = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
 
@@ -298,16 +307,30 @@ function daysInMonth(year: number, month: number): number {
 function checkTemporal(col: ColumnMeta, text: string): string {
   const t = col.dataType;
   if (t !== 'date' && t !== 'datetime' && t !== 'timestamp') return text;
-  const m = DATE_TEXT.exec(text);
-  if (!m) throw new ValueError(`${JSON.stringify(text)} is not a ${t.toUpperCase()} (YYYY-MM-DD[ hh:mm:ss[.ffffff]])`);
-  const y = Number(m[1]);
-  const mo = Number(m[2]);
-  const d = Number(m[3]);
+  // YYYY-MM-DD[( |T)hh:mm:ss[.f{1,6}]] read by position: no match array nor substrings per value.
+  const len = text.length;
+  let ok = (len === 10 || len === 19 || (len >= 21 && len <= 26)) && text.charCodeAt(4) === 45 && text.charCodeAt(7) === 45;
+  const y = digitsAt(text, 0, 4);
+  const mo = digitsAt(text, 5, 2);
+  const d = digitsAt(text, 8, 2);
+  ok &&= y >= 0 && mo >= 0 && d >= 0;
+  let h = 0;
+  let mi = 0;
+  let sec = 0;
+  if (ok && len > 10) {
+    const sep = text.charCodeAt(10);
+    h = digitsAt(text, 11, 2);
+    mi = digitsAt(text, 14, 2);
+    sec = digitsAt(text, 17, 2);
+    ok = (sep === 32 || sep === 84) && text.charCodeAt(13) === 58 && text.charCodeAt(16) === 58 && h >= 0 && mi >= 0 && sec >= 0;
+    if (ok && len > 19) ok = text.charCodeAt(19) === 46 && digitsAt(text, 20, len - 20) >= 0;
+  }
+  if (!ok) throw new ValueError(`${JSON.stringify(text)} is not a ${t.toUpperCase()} (YYYY-MM-DD[ hh:mm:ss[.ffffff]])`);
   const zero = mo === 0 && d === 0 && y === 0;
   if (!zero) {
     if (mo < 1 || mo > 12 || d < 1 || d > daysInMonth(y, mo)) throw new ValueError(`${text} is not a valid date`);
   }
-  if (Number(m[4] ?? '0') > 23 || Number(m[5] ?? '0') > 59 || Number(m[6] ?? '0') > 59) throw new ValueError(`${text} is not a valid time of day`);
+  if (h > 23 || mi > 59 || sec > 59) throw new ValueError(`${text} is not a valid time of day`);
   if (t === 'timestamp' && !zero && (text < '1970-01-01 00:00:01' || text > '2038-01-19 03:14:07.999999')) {
     throw new ValueError(`${text} is outside the TIMESTAMP range (1970-01-01 00:00:01 .. 2038-01-19 03:14:07.999999 UTC)`);
   }
