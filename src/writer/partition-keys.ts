@@ -3,37 +3,47 @@
 // images, values converted as the sink writes them, so two spellings of a value convert alike), and
 // per window the foreign-key links between its tables. Pure.
 import type { RowChange, SourceTransaction } from '../model/change.ts';
-import type { TableMeta } from '../model/table.ts';
+import type { ColumnMeta, TableMeta } from '../model/table.ts';
 import { tableKey } from '../model/table.ts';
 import { fnv1a, keyHashes, partitionByHashes } from './partition.ts';
 import type { KeyOp, PreparedTransaction } from './prepare.ts';
 import { toSqlValue } from './values.ts';
 
-const uniqueKeysOf = new WeakMap<TableMeta, string[][]>();
+interface KeyColumns {
+  /** Every unique key, primary key first, as column-name lists. */
+  keys: string[][];
+  /** Each column of those keys once, with its metadata when the table has it. */
+  columns: Array<{ name: string; col: ColumnMeta | undefined }>;
+}
+
+const keyColumnsOf = new WeakMap<TableMeta, KeyColumns>();
+
+/** Worked out once per metadata object: this runs for every change under parallel apply. */
+function keyColumns(meta: TableMeta): KeyColumns {
+  let k = keyColumnsOf.get(meta);
+  if (!k) {
+    const keys = [meta.primaryKey, ...Object.values(meta.uniqueKeys)];
+    const names = [...new Set(keys.flat())];
+    k = { keys, columns: names.map((name) => ({ name, col: meta.columns.find((c) => c.name === name) })) };
+    keyColumnsOf.set(meta, k);
+  }
+  return k;
+}
 
 function uniqueKeys(meta: TableMeta): string[][] {
-  let keys = uniqueKeysOf.get(meta);
-  if (!keys) {
-    keys = [meta.primaryKey, ...Object.values(meta.uniqueKeys)];
-    uniqueKeysOf.set(meta, keys);
-  }
-  return keys;
+  return keyColumns(meta).keys;
 }
 
 /** The unique-key columns of an image, converted as the sink writes them (the raw value when it does not convert). */
 function keyImage(meta: TableMeta, image: Readonly<Record<string, unknown>> | null | undefined): Record<string, unknown> | null {
   if (!image) return null;
   const out: Record<string, unknown> = {};
-  for (const columns of uniqueKeys(meta)) {
-    for (const name of columns) {
-      if (name in out) continue;
-      const col = meta.columns.find((c) => c.name === name);
-      const raw = image[name];
-      try {
-        out[name] = col ? toSqlValue(col, raw) : raw;
-      } catch {
-        out[name] = raw;
-      }
+  for (const { name, col } of keyColumns(meta).columns) {
+    const raw = image[name];
+    try {
+      out[name] = col ? toSqlValue(col, raw) : raw;
+    } catch {
+      out[name] = raw;
     }
   }
   return out;
