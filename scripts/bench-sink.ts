@@ -7,7 +7,7 @@
 // (a) and (b) are one autocommitted statement per batch, like the sink's one commit per batch.
 // Median of --rounds rounds; the order of the methods rotates per round so none always runs first.
 // Machines here are shared and noisy: compare ratios within one run, not absolute rates across runs.
-//   npm run bench:sink -- [--engine mysql|mariadb] [--rows 40000] [--rounds 3] [--batches 1,32,256,1024]
+//   npm run bench:sink -- [--engine mysql|mariadb] [--rows 40000] [--rounds 3] [--batches 1,32,256,1024] [--apply-workers 1]
 // --cpu-prof DIR writes a V8 CPU profile of each timed sink run (only the timed part; summarise
 // one with scripts/cpu-profile-top.ts).
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -37,6 +37,8 @@ const { values } = parseArgs({
     // Batch 1 is one commit per row: fewer rows keep the run short (rates, not totals, are compared).
     'rows-batch1': { type: 'string', default: '2000' },
     'cpu-prof': { type: 'string' },
+    // The sink's apply workers (sink and bypass methods); 1 is one connection, as the baselines.
+    'apply-workers': { type: 'string', default: '1' },
   },
 });
 const engine = values.engine === 'mariadb' ? 'mariadb' : 'mysql';
@@ -106,7 +108,12 @@ async function profiling<T>(name: string, body: () => Promise<T>): Promise<T> {
 }
 
 async function viaSink(changes: Change[], batch: number, bypass: boolean): Promise<number> {
-  const sink = createSink({ target: url, batch: { maxRows: batch, maxDelayMs: 5 }, failpoints: bypass ? 'mysqlSinkBypassLWW=return(true)' : '' });
+  const sink = createSink({
+    target: url,
+    batch: { maxRows: batch, maxDelayMs: 5 },
+    applyWorkers: Number(values['apply-workers']),
+    failpoints: bypass ? 'mysqlSinkBypassLWW=return(true)' : '',
+  });
   // Warm-up outside the timing: metadata, tombstone table, checkpoint claim.
   await sink.write({ sourceId: 'bench', position: '0', changes: [] });
   await sink.flush();
@@ -159,7 +166,9 @@ const k = (x: number) => `${(x / 1000).toFixed(1)}k`;
 
 try {
   const [[version]] = (await admin.query('SELECT VERSION() AS v')) as unknown as [[{ v: string }]];
-  console.log(`bench:sink on ${engine} ${version!.v}: ${ROWS} changes per run (batch 1: ${values['rows-batch1']}), 30% updates, median of ${ROUNDS} rounds`);
+  console.log(
+    `bench:sink on ${engine} ${version!.v}: ${ROWS} changes per run (batch 1: ${values['rows-batch1']}), 30% updates, median of ${ROUNDS} rounds, sink apply workers ${values['apply-workers']}`,
+  );
   const table: Array<Record<string, string | number>> = [];
   for (const batch of BATCH_SIZES) {
     const n = batch === 1 ? Math.min(ROWS, Number(values['rows-batch1'])) : ROWS;
