@@ -43,6 +43,7 @@ import {
   upsertTombstones,
 } from '../sql/dml.ts';
 import type { KeyPlan, PlannedUpsert, TablePlan } from './coalesce.ts';
+import { dropChildOfDeletedParent, type ForeignKeyIo, respellReferencedKeys, tombstoneCascadedChildren } from './foreign-keys.ts';
 import { emptyCounters, type TableCounters, upsertOutcome } from './stats.ts';
 import type { SqlValue } from './values.ts';
 
@@ -213,8 +214,26 @@ function isMissingParent(err: unknown): boolean {
   return errno === 1452 || errno === 1216;
 }
 
+/** ER_ROW_IS_REFERENCED(_2): a foreign key refused a change of a referenced row. */
+function isReferencedRow(err: unknown): boolean {
+  const errno = statementErrno(err);
+  return errno === 1451 || errno === 1217;
+}
+
+/** The apply session as foreign-keys.ts uses it. */
+function foreignKeyIo(ctx: ApplyContext): ForeignKeyIo {
+  return {
+    dialect: ctx.dialect,
+    metaSchema: ctx.metaSchema,
+    run: (table, stmt) => run(ctx, table, stmt),
+    select: (table, stmt) => select(ctx, table, stmt),
+    logConflict: (table, c) => logConflict(ctx, table, c),
+    discard: () => ctx.conn.destroy(),
+  };
+}
+
 /** Appends a conflict-log row: the named columns of a row (binary as base64) and the version it concerns. */
-async function logConflict(ctx: ApplyContext, meta: TableMeta, c: { sourceId: string; reason: string; version: bigint; columns: readonly string[]; value: (column: string, i: number) => unknown }): Promise<void> {
+async function logConflict(ctx: ApplyContext, meta: Pick<TableMeta, 'schema' | 'table'>, c: { sourceId: string; reason: string; version: bigint; columns: readonly string[]; value: (column: string, i: number) => unknown }): Promise<void> {
   const row: Record<string, unknown> = {};
   c.columns.forEach((name, i) => {
     const v = c.value(name, i);
@@ -307,13 +326,16 @@ async function upsertPart(ctx: ApplyContext, meta: TableMeta, part: KeyPlan[], c
     counts.skippedStale += o.skipped - clashed.length - held;
     return clashed;
   } catch (err) {
-    if (checked && isMissingParent(err) && meta.setNullKeys) {
+    // A collated referenced key respelled (foreign-keys.ts); the retry meets the error again only if something else was refused.
+    if (isReferencedRow(err) && (await respellReferencedKeys(foreignKeyIo(ctx), meta, part, 'refused'))) return upsertPart(ctx, meta, part, counts, hasUnique, checked);
+    if (checked && isMissingParent(err)) {
       if (part.length > 1) {
         const clashed: KeyPlan[] = [];
         for (const one of part) clashed.push(...(await upsertPart(ctx, meta, [one], counts, hasUnique, true)));
         return clashed;
       }
-      const nulled = await nullDeletedParents(ctx, meta, part[0]!);
+      if (await dropChildOfDeletedParent(foreignKeyIo(ctx), meta, part[0]!, counts)) return [];
+      const nulled = meta.setNullKeys && (await nullDeletedParents(ctx, meta, part[0]!));
       if (nulled) return upsertPart(ctx, meta, [nulled], counts, hasUnique, true);
       throw err;
     }
@@ -507,7 +529,7 @@ function describeValue(v: unknown): string {
 }
 
 /** A table's tombstones and deletes (the first phase, children before parents). */
-async function applyDeletesLww(ctx: ApplyContext, plan: TablePlan, counts: TableCounters): Promise<void> {
+async function applyDeletesLww(ctx: ApplyContext, plan: TablePlan, counts: TableCounters, sourceId: string): Promise<void> {
   const { meta } = plan;
   const s = shapesOf(meta, ctx.metaSchema);
   const keys = [...plan.keys.values()];
@@ -520,6 +542,7 @@ async function applyDeletesLww(ctx: ApplyContext, plan: TablePlan, counts: Table
   for (const part of chunks(deletes, Math.min(MAX_ROWS_PER_STATEMENT, Math.floor(MAX_PARAMS / width)))) {
     const rows = part.map((k) => [...k.key, k.deleteVersion!.toString()]);
     await run(ctx, s.name, upsertTombstones(s.tomb, rows, ctx.dialect));
+    await tombstoneCascadedChildren(foreignKeyIo(ctx), meta, rows, sourceId, counts);
     const res = await run(ctx, s.name, guardedDelete(s.table, rows));
     counts.deleted += res.affectedRows;
     counts.tombstoned += part.length;
@@ -529,6 +552,7 @@ async function applyDeletesLww(ctx: ApplyContext, plan: TablePlan, counts: Table
 /** A table's upserts (the second phase, parents before children). */
 async function applyUpsertsLww(ctx: ApplyContext, plan: TablePlan, counts: TableCounters): Promise<void> {
   const upserts = [...plan.keys.values()].filter((k) => k.upsert);
+  if (upserts.length > 0) await respellReferencedKeys(foreignKeyIo(ctx), plan.meta, upserts, 'before');
   if (upserts.length > 0) await applyUpserts(ctx, plan.meta, upserts, counts);
 }
 
@@ -581,7 +605,8 @@ export async function applyBatch(ctx: ApplyContext, plans: TablePlan[], advances
     } else {
       // Plans come parents first (coalesce.ts parentsFirst): deletes run children first, then
       // every table's upserts parents first, as the source's foreign-key checks allowed them.
-      for (const plan of [...plans].reverse()) await applyDeletesLww(ctx, plan, countsOf(plan));
+      const sourceIds = [...new Set(advances.map((a) => a.sourceId))].join(',');
+      for (const plan of [...plans].reverse()) await applyDeletesLww(ctx, plan, countsOf(plan), sourceIds);
       for (const plan of plans) await applyUpsertsLww(ctx, plan, countsOf(plan));
     }
     ctx.beforeCommit?.();

@@ -77,3 +77,45 @@ describeEachEngine('ON DELETE SET NULL across nodes', 2, (ctx) => {
     for (const c of conns) await c.end();
   });
 });
+
+// A parent key under a case-insensitive collation, written in other letters on two nodes: LWW
+// respells the older node's parent key to the newest spelling, a key update that is equal under the
+// collation, so every child reference still matches; ON UPDATE RESTRICT must not refuse it.
+describeEachEngine('a collated parent key respelled under ON UPDATE RESTRICT', 2, (ctx) => {
+  const urls = () => ctx.servers.map((s) => s.url);
+  const pause = () => new Promise((r) => setTimeout(r, 5));
+  const ddl = (onUpdate: string) => [
+    'CREATE TABLE {{db}}.p (id VARCHAR(8) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NOT NULL PRIMARY KEY, name CHAR(8) NOT NULL) ENGINE=InnoDB',
+    `CREATE TABLE {{db}}.c (id INT NOT NULL PRIMARY KEY, pid VARCHAR(8) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NULL, FOREIGN KEY (pid) REFERENCES {{db}}.p (id) ON DELETE CASCADE ON UPDATE ${onUpdate}) ENGINE=InnoDB`,
+  ];
+
+  for (const onUpdate of ['RESTRICT', 'NO ACTION', 'CASCADE']) {
+    it(`ON UPDATE ${onUpdate}: the newest spelling of the parent key lands on both nodes, the children keep theirs`, async () => {
+      const db = `fkcase_${onUpdate.replace(' ', '').toLowerCase()}`;
+      const conns = await setupNodes(urls(), db, ddl(onUpdate), ['p', 'c']);
+      const [a, b] = conns as [Connection, Connection];
+      await (await startReplicator(urls())).stop();
+      const from = await binlogHeads(urls());
+      // A writes the parent as 'abc' with a child; later B writes it as 'ABC' (newer, no child there).
+      await a.query(`INSERT INTO ${db}.p (id, name) VALUES ('abc', 'a')`);
+      await a.query(`INSERT INTO ${db}.c (id, pid) VALUES (10, 'abc')`);
+      await pause();
+      await b.query(`INSERT INTO ${db}.p (id, name) VALUES ('ABC', 'b')`);
+      const rep = await startReplicator(urls());
+      try {
+        await converged(conns, db, 'p');
+        await converged(conns, db, 'c');
+        expect((await rep.status()).directions.map((d) => d.state)).toEqual(['streaming', 'streaming']);
+        for (const c of conns) {
+          expect(await textRows(c, `SELECT BINARY id, name FROM ${db}.p`)).toEqual(['ABC|b']);
+          expect(await textRows(c, `SELECT id, BINARY pid FROM ${db}.c`)).toEqual(['10|abc']);
+        }
+      } finally {
+        await rep.stop();
+      }
+      const report = await auditHistory({ nodes: urls(), from, tables: [`${db}.p`, `${db}.c`] });
+      expect(report.counts, JSON.stringify(report.findings, (_k, v) => (typeof v === 'bigint' ? String(v) : v))).toEqual({ lww_violation: 0, lost: 0, redundant: 0, inconsistent: 0 });
+      for (const c of conns) await c.end();
+    });
+  }
+});
