@@ -285,17 +285,23 @@ export function lwwUpsert(shape: TableShape, rows: readonly (readonly SqlValue[]
  * inserted rows. The join compares the key columns of the two tables (same types and collations)
  * and reads the tombstones with a shared lock (a multi-table DELETE at REPEATABLE READ locks what
  * it reads), so a tombstone committed concurrently is seen, and none can appear before commit.
- * Keys: key values.
+ * The keys come as derived rows, not as an OR of per-key equalities on the table: with two keys
+ * that differ only in a binary-collated column's letter case ('alpha' OR 'ALPHA', each COLLATE
+ * utf8mb4_bin), MariaDB 10.11 found the join empty ("Impossible WHERE") and left the covered row
+ * in place (MySQL 9.7 does the same with the values inlined). Keys: key values.
  */
 export function deleteTombstoned(shape: TableShape, tomb: TombstoneShape, keys: readonly (readonly SqlValue[])[]): Statement {
   const target = quoteTable(shape.schema, shape.table);
   const tombTable = quoteTable(tomb.metaSchema, tomb.tombstoneTable);
+  const names = shape.primaryKey.map((_, i) => `_lww_k${i}`);
+  const ref = (i: number) => `${quoteIdent(ROW_ALIAS)}.${quoteIdent(names[i]!)}`;
+  const byKey = shape.primaryKey.map((k, i) => `${target}.${quoteIdent(k)} = ${ref(i)}`).join(' AND ');
   const on = shape.primaryKey.map((k) => `${tombTable}.${quoteIdent(k)} = ${target}.${quoteIdent(k)}`).join(' AND ');
-  const one = keyEquals(shape.primaryKey, shape.keyPlaceholders, (c) => `${target}.${quoteIdent(c)}`);
   return {
     sql:
-      `DELETE ${target} FROM ${target} JOIN ${tombTable} ON ${on}` +
-      ` WHERE ${tombTable}.${quoteIdent(tomb.versionColumn)} >= ${target}.${quoteIdent(shape.versionColumn)} AND (${new Array(keys.length).fill(one).join(' OR ')})`,
+      `DELETE ${target} FROM (${derivedRows(names, shape.keyPlaceholders, keys.length)}) AS ${quoteIdent(ROW_ALIAS)}` +
+      ` JOIN ${target} ON ${byKey} JOIN ${tombTable} ON ${on}` +
+      ` WHERE ${tombTable}.${quoteIdent(tomb.versionColumn)} >= ${target}.${quoteIdent(shape.versionColumn)}`,
     values: rowsOf(shape.primaryKey.length, keys),
   };
 }

@@ -153,17 +153,21 @@ describe('bypass, tombstone, delete and read-back statements', () => {
       values: ['d1', 'x', '5', 'd2', 'y', '6'],
     });
   });
-  it('after an upsert, rows a tombstone as new covers are deleted by joined key columns, under the keys typed', () => {
+  it('after an upsert, rows a tombstone as new covers are deleted by joined key columns, the keys typed as derived rows', () => {
     const t = '`db`.`t`';
     const tt = '`lww_meta`.`tomb__db__t`';
+    const n = '`_lww_new`';
     expect(deleteTombstoned(composite, ctomb, [['d1', 'x'], ['d2', 'y']])).toEqual({
       sql:
-        `DELETE ${t} FROM ${t} JOIN ${tt} ON ${tt}.\`a\` = ${t}.\`a\` AND ${tt}.\`b\` = ${t}.\`b\`` +
-        ` WHERE ${tt}.\`_lww_ts\` >= ${t}.\`_lww_ts\` AND ((${t}.\`a\` = ${DT} AND ${t}.\`b\` = ${CI}) OR (${t}.\`a\` = ${DT} AND ${t}.\`b\` = ${CI}))`,
+        `DELETE ${t} FROM (SELECT ${DT} AS \`_lww_k0\`, ${CI} AS \`_lww_k1\` UNION ALL SELECT ${DT}, ${CI}) AS ${n}` +
+        ` JOIN ${t} ON ${t}.\`a\` = ${n}.\`_lww_k0\` AND ${t}.\`b\` = ${n}.\`_lww_k1\`` +
+        ` JOIN ${tt} ON ${tt}.\`a\` = ${t}.\`a\` AND ${tt}.\`b\` = ${t}.\`b\`` +
+        ` WHERE ${tt}.\`_lww_ts\` >= ${t}.\`_lww_ts\``,
       values: ['d1', 'x', 'd2', 'y'],
     });
     expect(deleteTombstoned(shape, tomb, [['7']]).sql).toBe(
-      `DELETE ${t} FROM ${t} JOIN ${tt} ON ${tt}.\`id\` = ${t}.\`id\` WHERE ${tt}.\`_lww_ts\` >= ${t}.\`_lww_ts\` AND (${t}.\`id\` = ${INT})`,
+      `DELETE ${t} FROM (SELECT ${INT} AS \`_lww_k0\`) AS ${n} JOIN ${t} ON ${t}.\`id\` = ${n}.\`_lww_k0\`` +
+        ` JOIN ${tt} ON ${tt}.\`id\` = ${t}.\`id\` WHERE ${tt}.\`_lww_ts\` >= ${t}.\`_lww_ts\``,
     );
   });
   it('reads back row and tombstone versions per key position, with a locking read (latest committed, not the snapshot)', () => {
