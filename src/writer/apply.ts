@@ -43,7 +43,7 @@ import {
   upsertTombstones,
 } from '../sql/dml.ts';
 import type { KeyPlan, PlannedUpsert, TablePlan } from './coalesce.ts';
-import { dropChildOfDeletedParent, type ForeignKeyIo, respellReferencedKeys, tombstoneCascadedChildren } from './foreign-keys.ts';
+import { dropChildOfDeletedParent, type ForeignKeyIo, respellReferencedKeys, rowsToDelete } from './foreign-keys.ts';
 import { emptyCounters, type TableCounters, upsertOutcome } from './stats.ts';
 import type { SqlValue } from './values.ts';
 
@@ -542,9 +542,8 @@ async function applyDeletesLww(ctx: ApplyContext, plan: TablePlan, counts: Table
   for (const part of chunks(deletes, Math.min(MAX_ROWS_PER_STATEMENT, Math.floor(MAX_PARAMS / width)))) {
     const rows = part.map((k) => [...k.key, k.deleteVersion!.toString()]);
     await run(ctx, s.name, upsertTombstones(s.tomb, rows, ctx.dialect));
-    await tombstoneCascadedChildren(foreignKeyIo(ctx), meta, rows, sourceId, counts);
-    const res = await run(ctx, s.name, guardedDelete(s.table, rows));
-    counts.deleted += res.affectedRows;
+    const doomed = await rowsToDelete(foreignKeyIo(ctx), meta, part, sourceId, counts);
+    if (doomed.length > 0) counts.deleted += (await run(ctx, s.name, guardedDelete(s.table, doomed))).affectedRows;
     counts.tombstoned += part.length;
   }
 }

@@ -252,17 +252,28 @@ export async function dropChildOfDeletedParent(io: ForeignKeyIo, meta: TableMeta
 }
 
 /**
- * Before the guarded delete of these parent keys (rows: key values then the delete's version): the
- * child rows its ON DELETE CASCADE will remove. The node that deleted the parent removed every child
- * it held (its trigger tombstoned them, and those tombstones came first in this transaction), so a
- * child still here was written concurrently; it gets a tombstone at its own version — what the other
- * node gives it when the write arrives to a missing parent (dropChildOfDeletedParent) — logged and counted.
+ * Before the guarded delete of a batch's keys (their tombstones are written): the rows to delete
+ * (key values then the delete's version). For a table with ON DELETE CASCADE children:
+ * - a key written again, newer, in the same batch (a REPLACE, a delete and a re-insert) is not
+ *   deleted, only overwritten by its upsert: deleting it would cascade children the deleting node
+ *   never saw, which reach it later and land there, as its parent exists again;
+ * - the child rows the delete will cascade are tombstoned first. The node that deleted the parent
+ *   removed every child it held (its trigger tombstoned them, and those tombstones came first in
+ *   this transaction), so a child still here was written concurrently; it gets a tombstone at its own
+ *   version — what the other node gives it when the write arrives to a missing parent
+ *   (dropChildOfDeletedParent) — logged and counted.
  */
-export async function tombstoneCascadedChildren(io: ForeignKeyIo, meta: TableMeta, rows: readonly SqlValue[][], sourceId: string, counts: TableCounters): Promise<void> {
+export async function rowsToDelete(io: ForeignKeyIo, meta: TableMeta, keys: readonly KeyPlan[], sourceId: string, counts: TableCounters): Promise<SqlValue[][]> {
   const fks = await parentForeignKeys(io, meta);
-  if (fks.cascadeChildren.length === 0) return;
+  const doomed = fks.cascadeChildren.length === 0 ? keys : keys.filter((k) => !(k.upsert && k.upsert.version > k.deleteVersion!));
+  const rows = doomed.map((k) => [...k.key, k.deleteVersion!.toString()]);
+  if (rows.length > 0) await tombstoneCascadedChildren(io, meta, fks.cascadeChildren, rows, sourceId, counts);
+  return rows;
+}
+
+async function tombstoneCascadedChildren(io: ForeignKeyIo, meta: TableMeta, children: readonly CascadeChild[], rows: readonly SqlValue[][], sourceId: string, counts: TableCounters): Promise<void> {
   const shape = shapeOf(meta);
-  for (const child of fks.cascadeChildren) {
+  for (const child of children) {
     const childName = `${child.schema}.${child.table}`;
     for (const part of chunks(rows, ROWS_PER_STATEMENT)) {
       const found = await io.select(childName, lockCascadedChildren(shape, child, part));

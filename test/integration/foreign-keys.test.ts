@@ -182,4 +182,40 @@ describeEachEngine('ON DELETE CASCADE across nodes', 2, (ctx) => {
     expect(report.foreignKeyCascades).toBe(8);
     for (const c of conns) await c.end();
   });
+
+  it('a parent deleted and written again in one transaction while the other node adds a child: the child stays on both', async () => {
+    const db = 'fkreplace';
+    const conns = await setupNodes(urls(), db, DDL, ['p', 'c']);
+    const [a, b] = conns as [Connection, Connection];
+    let rep = await startReplicator(urls());
+    await a.query(`INSERT INTO ${db}.p (id, name) VALUES (1, 'parent')`);
+    await a.query(`INSERT INTO ${db}.c (id, pid, note) VALUES (10, 1, 'child')`);
+    await converged(conns, db, 'c');
+    await rep.stop();
+    const from = await binlogHeads(urls());
+    // A deletes the parent row (its child 10 goes with it) and inserts it again in one transaction;
+    // B, not having seen it, adds child 11, which lands on A, where the parent exists again.
+    await a.query('BEGIN');
+    await a.query(`DELETE FROM ${db}.p WHERE id = 1`);
+    await a.query(`INSERT INTO ${db}.p (id, name) VALUES (1, 'replaced')`);
+    await a.query('COMMIT');
+    await pause();
+    await b.query(`INSERT INTO ${db}.c (id, pid, note) VALUES (11, 1, 'added')`);
+    rep = await startReplicator(urls());
+    try {
+      await converged(conns, db, 'p');
+      await converged(conns, db, 'c');
+      await eventually('the tombstones to converge', () => Promise.all(conns.map((c) => tombstones(c, db))), ([x, y]) => JSON.stringify(x) === JSON.stringify(y));
+      for (const c of conns) {
+        expect(await textRows(c, `SELECT id, name FROM ${db}.p`)).toEqual(['1|replaced']);
+        expect(await textRows(c, `SELECT id, pid, note FROM ${db}.c`)).toEqual(['11|1|added']);
+      }
+    } finally {
+      await rep.stop();
+    }
+    const report = await auditHistory({ nodes: urls(), from, tables: [`${db}.p`, `${db}.c`] });
+    expect(report.counts, JSON.stringify(report.findings, (_k, v) => (typeof v === 'bigint' ? String(v) : v))).toEqual({ lww_violation: 0, lost: 0, redundant: 0, inconsistent: 0 });
+    expect(report.foreignKeyCascades).toBe(0);
+    for (const c of conns) await c.end();
+  });
 });
