@@ -36,6 +36,13 @@
 -- image then carries exactly the deleted row's key, which is how capture finds a delete's version.
 -- (The delete's version always wins there: it is above the tombstone it read.)
 -- Column references are qualified so a column named like a local variable (lww_prev) stays a column.
+--
+-- Secondary UNIQUE keys with a claim table (src/model/table.ts ClaimIndex): a local write that gives
+-- a value up (update off it, delete) records the value, the row's key and the version it held it at
+-- ({{release_claims_of_updated}}, {{release_claims_of_deleted}}); a local write that takes a value
+-- is stamped above every claim of it ({{lock_claims_of_new}}, {{lock_claims_of_changed}}; locking
+-- reads, re-checked after the insert like the tombstone), so it never loses to a claim it has seen.
+-- Empty for a table without claim tables.
 
 -- Local insert (also the insert half of REPLACE and INSERT ... ON DUPLICATE KEY UPDATE): above the
 -- key's tombstone, and above a row the statement may replace (REPLACE's AFTER DELETE writes a
@@ -54,6 +61,7 @@ BEGIN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lww: the session clock (SET TIMESTAMP) is ahead of the server clock; local writes are stamped with the server time';
     END IF;
     {{lock_tombstone_of_new}}
+{{lock_claims_of_new}}
     -- A row that a REPLACE will delete: read plainly first (no gap lock for the common new key),
     -- then, if there is one, with a shared lock (FOR UPDATE on the trigger's own table is refused),
     -- which sees its latest version past any earlier snapshot.
@@ -87,6 +95,10 @@ BEGIN
     IF lww_prev >= NEW.{{version}} THEN
       SIGNAL SQLSTATE '40001' SET MESSAGE_TEXT = 'lww: a replicated delete of this key committed while the insert ran; retry the transaction';
     END IF;
+{{lock_claims_of_new}}
+    IF lww_prev >= NEW.{{version}} THEN
+      SIGNAL SQLSTATE '40001' SET MESSAGE_TEXT = 'lww: a replicated claim of this UNIQUE value committed while the insert ran; retry the transaction';
+    END IF;
   END IF;
 END
 ;
@@ -110,6 +122,7 @@ BEGIN
     IF NOT ({{key_unchanged}}) THEN
       {{lock_tombstone_of_new}}
     END IF;
+{{lock_claims_of_changed}}
     SET lww_phys = GREATEST({{now_us}}, (lww_prev >> 10) + 1);
     IF lww_phys >= {{max_physical}} THEN
       SIGNAL SQLSTATE '22003' SET MESSAGE_TEXT = 'lww: version overflow (a stored version is near 2^64); refusing to wrap';
@@ -137,6 +150,7 @@ BEGIN
       SIGNAL SQLSTATE '40001' SET MESSAGE_TEXT = 'lww: a replicated delete of the new key committed while the update ran; retry the transaction';
     END IF;
   END IF;
+{{release_claims_of_updated}}
 END
 ;
 -- Local delete: a tombstone above the deleted row's version and above the key's tombstone (the
@@ -165,6 +179,7 @@ BEGIN
     SET lww_v = (lww_phys << 10) | {{node_id}};
     INSERT INTO {{tombstone}} ({{key_columns}}, {{version}}) VALUES ({{old_key}}, lww_v)
       ON DUPLICATE KEY UPDATE {{tomb_key_of_old}}, {{tomb_version}} = GREATEST({{tomb_version}}, lww_v);
+{{release_claims_of_deleted}}
   END IF;
 END
 ;

@@ -15,7 +15,7 @@
 //   the oldest open XA PREPARE's start, so a restart reads the group again.
 import { CaptureError, CaptureRefusedError, MissingTombstoneError, UnsupportedTableError } from '../errors.ts';
 import type { Row, RowChange, SourceTransaction } from '../model/change.ts';
-import { tombstoneTableName } from '../model/names.ts';
+import { isClaimTable, tombstoneTableName } from '../model/names.ts';
 import { parseVersion, VersionFormatError } from '../model/version.ts';
 import { type DdlKind, parseDdl, parseDml } from './ddl.ts';
 import type { TableFilter } from './filter.ts';
@@ -374,7 +374,8 @@ export class TransactionAssembler {
         txn.appliedBySink = true;
       } else if (event.table === CONFLICT_TABLE) {
         if (this.options.includeApplied && event.op === 'insert') this.recordConflicts(txn, event);
-      } else this.recordTombstones(txn, event);
+      } else if (!isClaimTable(event.table)) this.recordTombstones(txn, event);
+      // Claim tables travel in the data's before images instead (writer/claims.ts).
       return [];
     }
     if (!this.options.tables.includes(event.schema, event.table)) return [];

@@ -226,6 +226,24 @@ function keyImage(info: TableInfo, row: Row): KeyImage {
   return { text: JSON.stringify(canonical), key, raw: info.key.map((c) => row[c.name]) };
 }
 
+/**
+ * A key's text with case, accents and (PAD SPACE) trailing spaces folded away in the columns whose
+ * collation ignores them: an approximation of the server's key equality, used only to pair a
+ * delete with a tombstone of the same transaction written under another spelling.
+ */
+function foldedKeyText(info: TableInfo, image: KeyImage): string {
+  return JSON.stringify(
+    info.key.map((c, i) => {
+      const v = image.key[c.name] ?? null;
+      const coll = info.keyCollation[i];
+      if (v === null || !coll) return v;
+      let text = coll.padSpace ? v.replace(/ +$/, '') : v;
+      if (/_ci(_|$)|_ai(_|$)/.test(coll.collation)) text = text.normalize('NFD').replace(/\p{M}/gu, '').toLowerCase();
+      return text;
+    }),
+  );
+}
+
 function valuesOf(info: TableInfo, row: Row): Record<string, string | null> {
   const out: Record<string, string | null> = {};
   for (const c of info.values) if (c.name in row) out[c.name] = canonicalValue(c, row[c.name]);
@@ -272,6 +290,19 @@ function toHistory(
     list.push({ info, image, version: t.version, used: false });
     tombstones.set(id, list);
   }
+  // The same tombstones by a folded spelling of the key: the sink writes a tombstone with the
+  // incoming change's spelling ('beta') and deletes the stored row of that key ('BETA'), so a
+  // delete whose own spelling has no tombstone at or above the removed row takes one of another
+  // spelling first (collateKeys later asks the server which spellings really are one key).
+  const folded = new Map<string, Array<{ info: TableInfo; image: KeyImage; version: bigint; used: boolean }>>();
+  for (const list of tombstones.values()) {
+    for (const t of list) {
+      const id = keyIdOf(t.info.name, foldedKeyText(t.info, t.image));
+      const same = folded.get(id) ?? [];
+      same.push(t);
+      folded.set(id, same);
+    }
+  }
   const remember = (info: TableInfo, image: KeyImage) => {
     const id = keyIdOf(info.name, image.text);
     if (!keys.has(id)) keys.set(id, { info, raw: image.raw });
@@ -284,7 +315,9 @@ function toHistory(
     // a delete that found the row newer.
     const next = keyChange
       ? list?.find((t) => !t.used && t.version === version)
-      : (list?.find((t) => !t.used && (before === undefined || t.version >= before)) ?? list?.find((t) => !t.used));
+      : (list?.find((t) => !t.used && (before === undefined || t.version >= before)) ??
+        (before === undefined ? undefined : folded.get(keyIdOf(info.name, foldedKeyText(info, image)))?.find((t) => !t.used && t.version >= before)) ??
+        list?.find((t) => !t.used));
     if (keyChange && next === undefined) {
       const w: KeyWrite = { table: info.name, keyText: image.text, key: image.key, op: 'delete', version };
       if (before !== undefined) w.before = before;

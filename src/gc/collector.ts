@@ -21,6 +21,8 @@ import {
   idleProgressRowsSql,
   recordCollectedSql,
 } from '../sql/gc.ts';
+import { claimTablesOf } from '../install/provision.ts';
+import { deleteClaimsBelowSql } from '../sql/claims.ts';
 import { TABLE_EXISTS_SQL } from '../sql/introspect.ts';
 import { type Logger, silentLogger } from '../writer/options.ts';
 import { isRetryable } from '../db/retry.ts';
@@ -73,6 +75,8 @@ export interface GcNodeReport {
   collected: number;
   conflictsRemoved: number;
   progressRowsRemoved: number;
+  /** Claims of UNIQUE values removed (below the horizon). */
+  claimsRemoved: number;
   /** The pass failed on this node (the rest went on). */
   error?: string;
 }
@@ -148,7 +152,24 @@ class NodeCollector {
       if (this.o.dryRun) entry.collected = Number(count.below);
       else if (Number(count.below) > 0) entry.collected = await this.collectTable(t.schema, t.table, t.tombstoneTable, t.versionColumn, horizon);
       this.report.collected += entry.collected;
+      if (!this.o.dryRun) this.report.claimsRemoved += await this.collectClaims(t, horizon);
     }
+  }
+
+  /**
+   * Claims of UNIQUE values below the horizon: a claim only decides against rows older than itself,
+   * and no write below the horizon can still arrive anywhere (local writes are stamped above it).
+   */
+  private async collectClaims(t: { schema: string; table: string }, horizon: bigint): Promise<number> {
+    let removed = 0;
+    for (const claimTable of await claimTablesOf(this.conn, this.o.metaSchema, t)) {
+      for (;;) {
+        const [res] = await this.conn.query<ResultSetHeader>(deleteClaimsBelowSql(this.o.metaSchema, claimTable, this.o.batchRows), [horizon.toString()]);
+        removed += res.affectedRows;
+        if (res.affectedRows < this.o.batchRows) break;
+      }
+    }
+    return removed;
   }
 
   private async collectTable(schema: string, table: string, tombstoneTable: string, versionColumn: string, horizon: bigint): Promise<number> {
@@ -276,6 +297,7 @@ export async function collectGarbage(options: GcOptions): Promise<GcReport> {
         tombstones: 0,
         collected: 0,
         conflictsRemoved: 0,
+        claimsRemoved: 0,
         progressRowsRemoved: 0,
       };
       report.nodes.push(node);
@@ -317,7 +339,7 @@ export function formatGcReport(r: GcReport): string {
     const horizon = n.horizon === null ? 'paused' : `${n.horizonTime} (version < ${n.horizon}; held by ${n.heldBy})`;
     out.push(`  ${n.name} ${n.url}: horizon ${horizon}`);
     out.push(
-      `    tombstones ${n.tombstones}, ${r.dryRun ? 'would remove' : 'removed'} ${n.collected}; conflict-log rows ${r.dryRun ? 'would remove' : 'removed'} ${n.conflictsRemoved}; progress rows ${n.progressRowsRemoved}`,
+      `    tombstones ${n.tombstones}, ${r.dryRun ? 'would remove' : 'removed'} ${n.collected}; UNIQUE claims removed ${n.claimsRemoved}; conflict-log rows ${r.dryRun ? 'would remove' : 'removed'} ${n.conflictsRemoved}; progress rows ${n.progressRowsRemoved}`,
     );
     for (const t of n.tables) out.push(`      ${t.table}: ${t.tombstones} tombstones, ${t.collected} ${r.dryRun ? 'below the horizon' : 'removed'}`);
     if (n.error) out.push(`    error: ${n.error}`);

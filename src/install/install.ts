@@ -10,6 +10,7 @@ import { connect } from '../db/connection.ts';
 import { explainPrivilegeError } from '../db/privileges.ts';
 import { InstallRefusedError, InstallUndoneError, InvalidOptionsError, LwwError, NodeIdConflictError, UnsupportedTableError } from '../errors.ts';
 import { tombstoneTableName, triggerName } from '../model/names.ts';
+import type { TableMeta } from '../model/table.ts';
 import { MAX_NODE_ID } from '../model/version.ts';
 import {
   addVersionColumnSql,
@@ -41,7 +42,7 @@ import { type CascadeChild, dropTriggerSql, TRIGGER_KINDS, type TriggerDefinitio
 import { type Logger, silentLogger } from '../writer/options.ts';
 import { loadTableMeta } from '../writer/table-metadata.ts';
 import { inspectTable, type TableInspection } from './inspect.ts';
-import { ensureMetaSchema, ensureTombstoneTable, enterApplySession } from './provision.ts';
+import { claimTablesOf, ensureClaimTables, ensureMetaSchema, ensureTombstoneTable, enterApplySession } from './provision.ts';
 import { baseTablesOf, checkTableSelection, formatTableRef, type TableRef } from './table-list.ts';
 
 export type { TableRef } from './table-list.ts';
@@ -354,7 +355,7 @@ export async function install(options: InstallOptions): Promise<InstallResult> {
         try {
           const reg = (await registeredTables(conn, metaSchema)).get(formatTableRef(parent));
           if (!reg) continue;
-          const meta = { ...(await loadTableMeta(conn, parent.schema, parent.table, reg.versionColumn)), tombstoneTable: reg.tombstoneTable };
+          const meta = await installedMeta(conn, metaSchema, parent, reg.versionColumn, reg.tombstoneTable);
           const cascades = await cascadeChildren(conn, parent, await registeredTables(conn, metaSchema));
           await ensureTriggers(conn, parent.schema, parent.table, triggerDefinitions({ ...meta, metaSchema, nodeId, cascades }));
         } catch (e) {
@@ -398,6 +399,8 @@ export async function install(options: InstallOptions): Promise<InstallResult> {
         const meta = { ...(await loadTableMeta(conn, ref.schema, ref.table, versionColumn)), tombstoneTable };
         const tomb = await ensureTombstoneTable(conn, metaSchema, meta, { rebuild: true });
         if (undoable && tomb === 'created') undoable.createdTombstoneTable = true;
+        const claims = await ensureClaimTables(conn, metaSchema, meta);
+        if (undoable) undoable.claimTables = claims.map((c) => c.table);
         if (tomb === 'rebuilt') {
           const warning = `${name}: its primary key changed; the tombstone table ${metaSchema}.${tombstoneTable} was rebuilt for the new key and its old tombstones dropped (run sync between the nodes)`;
           warnings.push(warning);
@@ -413,7 +416,7 @@ export async function install(options: InstallOptions): Promise<InstallResult> {
       const tables: InstalledTable[] = [];
       for (const { inspection, ref, name, reg, columnMissing, tombstoneTable } of steps) {
         current = name;
-        const meta = { ...(await loadTableMeta(conn, ref.schema, ref.table, versionColumn)), tombstoneTable };
+        const meta = await installedMeta(conn, metaSchema, ref, versionColumn, tombstoneTable);
         const cascades = await cascadeChildren(conn, ref, installed);
         const triggers = await ensureTriggers(conn, ref.schema, ref.table, triggerDefinitions({ ...meta, metaSchema, nodeId, cascades }));
         if (triggers.length > 0) log.info('created triggers', { table: name, triggers });
@@ -449,7 +452,7 @@ export async function install(options: InstallOptions): Promise<InstallResult> {
       for (const parent of parents.values()) {
         current = formatTableRef(parent);
         const reg = installed.get(formatTableRef(parent))!;
-        const meta = { ...(await loadTableMeta(conn, parent.schema, parent.table, reg.versionColumn)), tombstoneTable: reg.tombstoneTable };
+        const meta = await installedMeta(conn, metaSchema, parent, reg.versionColumn, reg.tombstoneTable);
         const cascades = await cascadeChildren(conn, parent, installed);
         const triggers = await ensureTriggers(conn, parent.schema, parent.table, triggerDefinitions({ ...meta, metaSchema, nodeId, cascades }));
         if (triggers.length > 0) log.info('updated cascade triggers', { table: formatTableRef(parent), triggers });
@@ -459,6 +462,13 @@ export async function install(options: InstallOptions): Promise<InstallResult> {
   });
 }
 
+/** A registered table's metadata with its tombstone table and claim tables (created when missing), as its triggers need it. */
+async function installedMeta(conn: Connection, metaSchema: string, ref: TableRef, versionColumn: string, tombstoneTable: string): Promise<TableMeta> {
+  const meta = { ...(await loadTableMeta(conn, ref.schema, ref.table, versionColumn)), tombstoneTable };
+  meta.claims = await ensureClaimTables(conn, metaSchema, meta);
+  return meta;
+}
+
 /** What an install run added for a table it registered (see undo). */
 interface Added {
   ref: TableRef;
@@ -466,6 +476,8 @@ interface Added {
   versionColumn: string;
   addedVersionColumn: boolean;
   createdTombstoneTable: boolean;
+  /** Claim tables of its UNIQUE keys (CREATE TABLE IF NOT EXISTS: dropped on undo whether new or not; they only hold this table's claims). */
+  claimTables?: string[];
   /** Installed parents whose cascade trigger this run changed to cover the table. */
   parents: TableRef[];
 }
@@ -493,6 +505,7 @@ async function undo(conn: Connection, metaSchema: string, added: readonly Added[
     }
     if (a.addedVersionColumn) await attempt(`version column of ${name}`, dropVersionColumnSql(a.ref.schema, a.ref.table, a.versionColumn));
     if (a.createdTombstoneTable) await attempt(`tombstone table of ${name}`, dropTableSql(metaSchema, a.tombstoneTable));
+    for (const t of a.claimTables ?? []) await attempt(`claim table ${t} of ${name}`, dropTableSql(metaSchema, t));
     await attempt(`registry row of ${name}`, unregisterTableSql(metaSchema), [a.ref.schema, a.ref.table]);
     log.warn('install undone for a table after a failure', { table: name });
   }
@@ -533,6 +546,7 @@ export async function uninstall(options: UninstallOptions): Promise<UninstallRes
         }
         await conn.query(dropTableSql(metaSchema, reg.tombstoneTable));
         droppedTombstoneTable = reg.tombstoneTable;
+        for (const t of await claimTablesOf(conn, metaSchema, ref)) await conn.query(dropTableSql(metaSchema, t));
         await conn.query(unregisterTableSql(metaSchema), [ref.schema, ref.table]);
         log.info('uninstalled table', { table: name, droppedTriggers, droppedVersionColumn });
       } else {

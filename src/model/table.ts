@@ -32,7 +32,31 @@ export interface TableMeta {
   parents?: string[];
   /** Its foreign keys with ON DELETE SET NULL (what a row referencing a deleted parent becomes). */
   setNullKeys?: SetNullForeignKey[];
+  /** Secondary UNIQUE keys that have a claim table on this server (see ClaimIndex). */
+  claims?: ClaimIndex[];
 }
+
+/**
+ * A secondary UNIQUE key whose given-up values are remembered in a claim table of the metadata
+ * schema: the value, the primary key of the row that held it (owner) and the row's version while
+ * it held it, highest per value. A row claiming the value at an older version loses to it on every
+ * node, whether the newer holder still holds the value there or not (DESIGN §4, README "UNIQUE keys").
+ */
+export interface ClaimIndex {
+  index: string;
+  /** Claim table name in the metadata schema. */
+  table: string;
+  /** The key's columns, in index order (named as in the data table). */
+  columns: string[];
+}
+
+/** Owner column names of a claim table: one per primary-key column, by position. */
+export function claimOwnerColumns(primaryKey: readonly string[]): string[] {
+  return primaryKey.map((_, i) => `_lww_owner${i}`);
+}
+
+/** The version column of a claim table. */
+export const CLAIM_VERSION_COLUMN = '_lww_claimed_at';
 
 export interface SetNullForeignKey {
   name: string;

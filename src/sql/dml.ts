@@ -49,11 +49,11 @@ export interface TombstoneShape {
   keyPlaceholders: readonly string[];
 }
 
-const ROW_ALIAS = '_lww_new';
-const INDEX_COLUMN = '_lww_i';
+export const ROW_ALIAS = '_lww_new';
+export const INDEX_COLUMN = '_lww_i';
 // Not CAST(? AS UNSIGNED): MySQL types that parameter as a signed BIGINT and clips values above 2^63.
 const UNSIGNED_PLACEHOLDER = 'CAST(? AS DECIMAL(20,0))';
-const VERSION_PLACEHOLDER = UNSIGNED_PLACEHOLDER;
+export const VERSION_PLACEHOLDER = UNSIGNED_PLACEHOLDER;
 const SAFE_NAME = /^[A-Za-z0-9_]+$/;
 
 /**
@@ -109,8 +109,22 @@ export function keyPlaceholder(col: ColumnType): string {
   }
 }
 
+const CHAR_PLACEHOLDER = /^CAST\(\? AS CHAR CHARACTER SET [A-Za-z0-9_]+\) COLLATE [A-Za-z0-9_]+$/;
+
+/**
+ * The placeholder of a value compared directly with a table column (`col = ?`): a character value
+ * is bound plain, so the column's own collation decides (a bound string is merely coercible). The
+ * typed form is for derived tables and value-to-value comparisons, where nothing else names the
+ * collation. A direct comparison with the typed form is wrong on MariaDB 10.11: in an OR of
+ * equalities ('alpha' OR 'ALPHA' under utf8mb4_bin) its range optimizer merges the two values into
+ * one, and the statement misses a row (a delete leaves it, a read does not see it).
+ */
+export function columnPlaceholder(placeholder: string): string {
+  return CHAR_PLACEHOLDER.test(placeholder) ? '?' : placeholder;
+}
+
 /** A key or version value: typed JSON documents are row values only (JSON is never part of a key). */
-function bound(v: SqlValue): BoundValue {
+export function bound(v: SqlValue): BoundValue {
   if (v instanceof TypedJson) throw new Error('a typed JSON document can only be a written column value');
   return v;
 }
@@ -198,7 +212,7 @@ function columnPlaceholders(shape: TableShape): string[] {
 }
 
 /** `SELECT e1 AS c1, e2 AS c2 UNION ALL SELECT e1, e2 ...` : bound rows as a derived table. */
-function derivedRows(names: readonly string[], exprs: readonly string[], rows: number): string {
+export function derivedRows(names: readonly string[], exprs: readonly string[], rows: number): string {
   const first = `SELECT ${exprs.map((e, i) => `${e} AS ${quoteIdent(names[i]!)}`).join(', ')}`;
   const next = `SELECT ${exprs.join(', ')}`;
   return [first, ...new Array<string>(rows - 1).fill(next)].join(' UNION ALL ');
@@ -316,8 +330,8 @@ export function replaceRows(shape: TableShape, rows: readonly (readonly SqlValue
 }
 
 /** `(a = e1 AND b = e2)` for one key, columns qualified by `qualify`. */
-function keyEquals(columns: readonly string[], exprs: readonly string[], qualify: (c: string) => string = quoteIdent): string {
-  const parts = columns.map((c, i) => `${qualify(c)} = ${exprs[i]!}`);
+export function keyEquals(columns: readonly string[], exprs: readonly string[], qualify: (c: string) => string = quoteIdent): string {
+  const parts = columns.map((c, i) => `${qualify(c)} = ${columnPlaceholder(exprs[i]!)}`);
   return parts.length === 1 ? parts[0]! : `(${parts.join(' AND ')})`;
 }
 
@@ -344,7 +358,7 @@ export function upsertTombstones(tomb: TombstoneShape, rows: readonly (readonly 
 
 /** Deletes each key only where the stored version is older than the delete. Rows: key values then version. */
 export function guardedDelete(shape: TableShape, rows: readonly (readonly SqlValue[])[]): Statement {
-  const one = `(${[...shape.primaryKey.map((k, i) => `${quoteIdent(k)} = ${shape.keyPlaceholders[i]!}`), `${quoteIdent(shape.versionColumn)} < ${VERSION_PLACEHOLDER}`].join(' AND ')})`;
+  const one = `(${[...shape.primaryKey.map((k, i) => `${quoteIdent(k)} = ${columnPlaceholder(shape.keyPlaceholders[i]!)}`), `${quoteIdent(shape.versionColumn)} < ${VERSION_PLACEHOLDER}`].join(' AND ')})`;
   return {
     sql: `DELETE FROM ${quoteTable(shape.schema, shape.table)} WHERE ${new Array(rows.length).fill(one).join(' OR ')}`,
     values: rowsOf(shape.primaryKey.length + 1, rows),
@@ -435,7 +449,11 @@ export function uniqueHolders(shape: TableShape, uniques: readonly UniqueValues[
  * server-side, so key values never make a round trip through the client's types).
  */
 export function tombstoneHolders(shape: TableShape, tomb: TombstoneShape, uniques: readonly UniqueValues[], ownKey: readonly SqlValue[], dialect: Dialect): Statement {
-  const where = holdingUnique(shape, uniques, ownKey);
+  return tombstoneRowsWhere(shape, tomb, holdingUnique(shape, uniques, ownKey), dialect);
+}
+
+/** Tombstones for the rows a WHERE condition selects, each at the row's own version (see tombstoneHolders). */
+export function tombstoneRowsWhere(shape: TableShape, tomb: TombstoneShape, where: Statement, dialect: Dialect): Statement {
   const target = quoteTable(tomb.metaSchema, tomb.tombstoneTable);
   const v = quoteIdent(tomb.versionColumn);
   const cols = quoteList([...tomb.primaryKey, tomb.versionColumn]);

@@ -142,6 +142,14 @@ export function oracleTombstonesSql(metaSchema: string, tombstoneTable: string, 
   return `SELECT ${keyIdentitySql(key)} AS i, ${quoteIdent(versionColumn)} AS v FROM ${quoteTable(metaSchema, tombstoneTable)} WHERE ${keyListWhere(key, keys)}`;
 }
 
+/** Whether the conflict log holds a UNIQUE-clash removal of a table's row at a version. Bound: schema, table, version. */
+export function uniqueClashRemovalSql(metaSchema: string): string {
+  return (
+    `SELECT 1 FROM ${quoteTable(metaSchema, 'conflicts')} WHERE schema_name = ? AND table_name = ? AND version = CAST(? AS DECIMAL(20,0))` +
+    " AND reason LIKE 'unique key clash: removed%' LIMIT 1"
+  );
+}
+
 /** Session settings a writer session may run with. */
 export const SET_ISOLATION_SQL = {
   'read-committed': 'SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED',

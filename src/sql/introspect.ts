@@ -26,3 +26,8 @@ export const TABLE_EXISTS_SQL =
   "SELECT TABLE_TYPE AS tableType FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?";
 
 export const VERSION_SQL = 'SELECT VERSION() AS version';
+
+/** Secondary UNIQUE keys, one row per part in key order, with the prefix length of prefix parts (bound: schema, table). */
+export const UNIQUE_KEY_PARTS_SQL =
+  'SELECT INDEX_NAME AS indexName, COLUMN_NAME AS columnName, SUB_PART AS subPart FROM information_schema.STATISTICS' +
+  " WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND NON_UNIQUE = 0 AND INDEX_NAME <> 'PRIMARY' ORDER BY INDEX_NAME, SEQ_IN_INDEX";

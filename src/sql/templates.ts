@@ -72,3 +72,15 @@ export function tombstoneTableDdl(metaSchema: string, tombstoneTable: string, ke
   });
   return stmt!;
 }
+
+/** CREATE TABLE IF NOT EXISTS for one UNIQUE key's claims (sql/claims.sql). */
+export function claimTableDdl(metaSchema: string, claimTable: string, values: KeyColumnDef[], owners: KeyColumnDef[], versionColumn: string): string {
+  const [stmt] = render('claims.sql', {
+    table: quoteTable(metaSchema, claimTable),
+    value_columns: values.map(columnDefinition).join(',\n  '),
+    owner_columns: owners.map(columnDefinition).join(',\n  '),
+    version_column: quoteIdent(versionColumn),
+    primary_key: quoteList(values.map((k) => k.name)),
+  });
+  return stmt!;
+}

@@ -4,6 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { APPLY_SECRET_TABLE, triggerName } from '../model/names.ts';
+import { CLAIM_VERSION_COLUMN, type ClaimIndex, claimOwnerColumns } from '../model/table.ts';
 import { MAX_NODE_ID } from '../model/version.ts';
 import { quoteIdent, quoteList, quoteTable } from './quote.ts';
 
@@ -21,6 +22,8 @@ export interface TriggerTarget {
   nodeId: number;
   /** Installed tables whose rows reference this one with ON DELETE CASCADE or SET NULL (they get a BEFORE DELETE trigger). */
   cascades?: readonly CascadeChild[];
+  /** Secondary UNIQUE keys with a claim table in the metadata schema. */
+  claims?: readonly ClaimIndex[];
 }
 
 /** A table whose rows a foreign key's ON DELETE CASCADE (or SET NULL) deletes (or changes) when a row of the parent goes. */
@@ -134,6 +137,7 @@ export function triggerDefinitions(target: TriggerTarget): TriggerDefinition[] {
   const kinds = cascades.length > 0 ? [...KINDS, CASCADE_KIND] : KINDS;
   const vars0 = {
     ...shared,
+    ...claimFragments(target),
     cascade_tombstones: cascades.map((c) => (c.onDelete === 'SET NULL' ? setNullChildren(c) : cascadeTombstones(c, target.metaSchema, shared.now_us, shared.node_id))).join('\n'),
   };
   return kinds.map((k, i) => {
@@ -155,6 +159,49 @@ export function triggerDefinitions(target: TriggerTarget): TriggerDefinition[] {
  */
 export function lockTombstone(tombstone: string, tombVersion: string, keyMatch: string): string {
   return `SELECT GREATEST(lww_prev, COALESCE(MAX(${tombVersion}), 0)) INTO lww_prev FROM ${tombstone} WHERE ${keyMatch} FOR UPDATE;`;
+}
+
+/**
+ * The trigger fragments of a table's claim tables (sql/triggers.sql): locking reads that raise
+ * lww_prev above every claim of NEW's values, and the upserts that record OLD's values as given up.
+ * Empty strings for a table without claim tables.
+ */
+function claimFragments(target: TriggerTarget): Record<string, string> {
+  const claims = target.claims ?? [];
+  const owners = claimOwnerColumns(target.primaryKey);
+  const cv = quoteIdent(CLAIM_VERSION_COLUMN);
+  const version = quoteIdent(target.versionColumn);
+  const parts = claims.map((c) => {
+    const table = quoteTable(target.metaSchema, c.table);
+    const of = (row: 'NEW' | 'OLD') => c.columns.map((col) => `${table}.${quoteIdent(col)} = ${row}.${quoteIdent(col)}`).join(' AND ');
+    const unchanged = c.columns.map((col) => `NEW.${quoteIdent(col)} <=> OLD.${quoteIdent(col)}`).join(' AND ');
+    const held = c.columns.map((col) => `OLD.${quoteIdent(col)} IS NOT NULL`).join(' AND ');
+    const lock = `SELECT GREATEST(lww_prev, COALESCE(MAX(${table}.${cv}), 0)) INTO lww_prev FROM ${table} WHERE ${of('NEW')} FOR UPDATE;`;
+    const newer = `OLD.${version} > ${table}.${cv}`;
+    const record =
+      `INSERT INTO ${table} (${quoteList([...c.columns, ...owners, CLAIM_VERSION_COLUMN])}) VALUES (${[...c.columns, ...target.primaryKey].map((col) => `OLD.${quoteIdent(col)}`).join(', ')}, OLD.${version})` +
+      ` ON DUPLICATE KEY UPDATE ${[...owners.map((o, i) => `${quoteIdent(o)} = IF(${newer}, OLD.${quoteIdent(target.primaryKey[i]!)}, ${table}.${quoteIdent(o)})`), `${cv} = GREATEST(${table}.${cv}, OLD.${version})`].join(', ')};`;
+    return { lock, unchanged, held, record };
+  });
+  if (parts.length === 0) return { lock_claims_of_new: '', lock_claims_of_changed: '', release_claims_of_updated: '', release_claims_of_deleted: '' };
+  return {
+    lock_claims_of_new: parts.map((p) => `    ${p.lock}`).join('\n'),
+    lock_claims_of_changed: parts.map((p) => `    IF NOT (${p.unchanged}) THEN\n      ${p.lock}\n    END IF;`).join('\n'),
+    // After the update: the values given up are recorded; a value taken is checked again against
+    // claims committed since the BEFORE trigger's read (READ COMMITTED takes no gap lock there).
+    release_claims_of_updated:
+      '  IF lww_stamp THEN\n' +
+      parts
+        .map(
+          (p) =>
+            `    IF NOT (${p.unchanged}) THEN\n      ${p.lock}\n      IF lww_prev >= NEW.${version} THEN\n` +
+            "        SIGNAL SQLSTATE '40001' SET MESSAGE_TEXT = 'lww: a replicated claim of this UNIQUE value committed while the update ran; retry the transaction';\n" +
+            `      END IF;\n      IF ${p.held} THEN\n        ${p.record}\n      END IF;\n    END IF;`,
+        )
+        .join('\n') +
+      '\n  END IF;',
+    release_claims_of_deleted: parts.map((p) => `    IF ${p.held} THEN\n      ${p.record}\n    END IF;`).join('\n'),
+  };
 }
 
 /** The UPDATE + INSERT that raise or write the tombstones of one foreign key's cascaded child rows. */

@@ -42,14 +42,15 @@ import {
   uniqueHolders,
   upsertTombstones,
 } from '../sql/dml.ts';
+import { recordReleases, withoutClaimLosers } from './claims.ts';
 import type { KeyPlan, PlannedUpsert, TablePlan } from './coalesce.ts';
 import { dropChildOfDeletedParent, type ForeignKeyIo, respellReferencedKeys, rowsToDelete } from './foreign-keys.ts';
 import { emptyCounters, type TableCounters, upsertOutcome } from './stats.ts';
 import type { SqlValue } from './values.ts';
 
 /** Bound parameters per statement stay below the protocol's 65,535 limit. */
-const MAX_PARAMS = 60_000;
-const MAX_ROWS_PER_STATEMENT = 1024;
+export const MAX_PARAMS = 60_000;
+export const MAX_ROWS_PER_STATEMENT = 1024;
 
 export interface CheckpointAdvance {
   sourceId: string;
@@ -147,7 +148,7 @@ function statementBudget(ctx: ApplyContext): number | undefined {
   return ctx.maxPacketBytes === undefined ? undefined : Math.max(1024, ctx.maxPacketBytes - PACKET_OVERHEAD_BYTES);
 }
 
-function chunks<T>(items: readonly T[], size: number): T[][] {
+export function chunks<T>(items: readonly T[], size: number): T[][] {
   const out: T[][] = [];
   for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
   return out;
@@ -181,7 +182,7 @@ export function shapesOf(meta: TableMeta, metaSchema: string): Shapes {
   return s;
 }
 
-async function run(ctx: ApplyContext, table: string, stmt: Statement): Promise<ResultSetHeader> {
+export async function run(ctx: ApplyContext, table: string, stmt: Statement): Promise<ResultSetHeader> {
   try {
     const [res] = await ctx.conn.execute<ResultSetHeader>({ sql: stmt.sql, timeout: ctx.queryTimeoutMs }, stmt.values);
     return res;
@@ -190,7 +191,7 @@ async function run(ctx: ApplyContext, table: string, stmt: Statement): Promise<R
   }
 }
 
-async function select(ctx: ApplyContext, table: string, stmt: Statement): Promise<RowDataPacket[]> {
+export async function select(ctx: ApplyContext, table: string, stmt: Statement): Promise<RowDataPacket[]> {
   try {
     const [rows] = await ctx.conn.execute<RowDataPacket[]>({ sql: stmt.sql, timeout: ctx.queryTimeoutMs }, stmt.values);
     return rows;
@@ -233,7 +234,7 @@ function foreignKeyIo(ctx: ApplyContext): ForeignKeyIo {
 }
 
 /** Appends a conflict-log row: the named columns of a row (binary as base64) and the version it concerns. */
-async function logConflict(ctx: ApplyContext, meta: Pick<TableMeta, 'schema' | 'table'>, c: { sourceId: string; reason: string; version: bigint; columns: readonly string[]; value: (column: string, i: number) => unknown }): Promise<void> {
+export async function logConflict(ctx: ApplyContext, meta: Pick<TableMeta, 'schema' | 'table'>, c: { sourceId: string; reason: string; version: bigint; columns: readonly string[]; value: (column: string, i: number) => unknown }): Promise<void> {
   const row: Record<string, unknown> = {};
   c.columns.forEach((name, i) => {
     const v = c.value(name, i);
@@ -246,7 +247,7 @@ async function logConflict(ctx: ApplyContext, meta: Pick<TableMeta, 'schema' | '
 }
 
 /** The conflict-log row of an incoming upsert (all its written columns). */
-function ofUpsert(meta: TableMeta, up: PlannedUpsert, reason: string) {
+export function ofUpsert(meta: TableMeta, up: PlannedUpsert, reason: string) {
   return { sourceId: up.sourceId, reason, version: up.version, columns: meta.writableColumns, value: (_c: string, i: number) => up.row[i] };
 }
 
@@ -256,7 +257,7 @@ interface Stored {
 }
 
 /** The stored row and tombstone versions of keys, matched by the server's key equality. */
-async function readBack(ctx: ApplyContext, meta: TableMeta, keys: readonly SqlValue[][]): Promise<Stored[]> {
+export async function readBack(ctx: ApplyContext, meta: TableMeta, keys: readonly SqlValue[][]): Promise<Stored[]> {
   const s = shapesOf(meta, ctx.metaSchema);
   const out: Stored[] = [];
   const per = Math.min(MAX_ROWS_PER_STATEMENT, Math.floor(MAX_PARAMS / (meta.primaryKey.length + 1)));
@@ -550,7 +551,12 @@ async function applyDeletesLww(ctx: ApplyContext, plan: TablePlan, counts: Table
 
 /** A table's upserts (the second phase, parents before children). */
 async function applyUpsertsLww(ctx: ApplyContext, plan: TablePlan, counts: TableCounters): Promise<void> {
-  const upserts = [...plan.keys.values()].filter((k) => k.upsert);
+  let upserts = [...plan.keys.values()].filter((k) => k.upsert);
+  if (plan.meta.claims && plan.meta.claims.length > 0) {
+    // Claims first: an incoming row older than a claim of its value (this batch's or stored) loses.
+    if (plan.releases.length > 0) await recordReleases(ctx, plan.meta, plan.releases, counts);
+    if (upserts.length > 0) upserts = await withoutClaimLosers(ctx, plan.meta, upserts, counts);
+  }
   if (upserts.length > 0) await respellReferencedKeys(foreignKeyIo(ctx), plan.meta, upserts, 'before');
   if (upserts.length > 0) await applyUpserts(ctx, plan.meta, upserts, counts);
 }

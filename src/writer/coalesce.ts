@@ -5,7 +5,7 @@
 // inside one batch (a unique swap) are replayed one at a time in source order.
 import type { TableMeta } from '../model/table.ts';
 import { tableKey } from '../model/table.ts';
-import type { KeyOp } from './prepare.ts';
+import type { ClaimRelease, KeyOp } from './prepare.ts';
 import type { SqlValue } from './values.ts';
 
 export interface PlannedUpsert {
@@ -31,6 +31,8 @@ export interface TablePlan {
   staleInBatch: number;
   /** Upserts replaced by a later, newer one of the same key in this batch (ordinary successive writes). */
   coalesced: number;
+  /** UNIQUE values the batch's rows gave up (LWW: recorded as claims before the table's upserts). */
+  releases: ClaimRelease[];
 }
 
 /**
@@ -48,9 +50,10 @@ export function coalesce(ops: Iterable<KeyOp>, order: 'version' | 'arrival' = 'v
     const tk = tableKey(op.meta.schema, op.meta.table);
     let plan = tables.get(tk);
     if (!plan) {
-      plan = { meta: op.meta, keys: new Map(), staleInBatch: 0, coalesced: 0 };
+      plan = { meta: op.meta, keys: new Map(), staleInBatch: 0, coalesced: 0, releases: [] };
       tables.set(tk, plan);
     }
+    if (op.releases) plan.releases.push(...op.releases);
     let k = plan.keys.get(op.keyId);
     if (!k) {
       k = { key: op.key, history: [] };

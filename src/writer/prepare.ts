@@ -4,7 +4,7 @@
 import { InvalidChangeError, UnknownColumnError } from '../errors.ts';
 import type { Row, RowChange, SourceTransaction } from '../model/change.ts';
 import { TypedJson } from '../model/json.ts';
-import type { ColumnMeta, TableMeta } from '../model/table.ts';
+import type { ClaimIndex, ColumnMeta, TableMeta } from '../model/table.ts';
 import { keyPart, type SqlValue, toSqlValue, ValueError } from './values.ts';
 
 export interface KeyOp {
@@ -25,6 +25,21 @@ export interface KeyOp {
   change: number;
   /** Hashes of the change's unique keys, set by the sink when it applies in parallel (see partition.ts). */
   partitionKeys?: number[];
+  /** UNIQUE values the change's row gave up, read from its before image (see ClaimRelease). */
+  releases?: ClaimRelease[];
+}
+
+/**
+ * A UNIQUE value a row held and gave up (its update moved off the value, or its delete removed the
+ * row): the claim it leaves, as the origin's triggers recorded it in their own claim table. Read
+ * from the change's before image, which carries the value, the key and the version it was held at.
+ */
+export interface ClaimRelease {
+  claim: ClaimIndex;
+  values: SqlValue[];
+  owner: SqlValue[];
+  version: bigint;
+  sourceId: string;
 }
 
 export interface PreparedTransaction {
@@ -155,7 +170,12 @@ export function prepareTransaction(txn: SourceTransaction, metaOf: (change: RowC
     if (change.after) checkColumns(meta, index, 'after', change.after);
     if (change.op === 'delete') {
       const key = keyOf(meta, index, change, 'before', change.before!);
-      ops.push({ kind: 'delete', meta, key, keyId: keyIdOf(key), version, sourceId, change: index });
+      const op: KeyOp = { kind: 'delete', meta, key, keyId: keyIdOf(key), version, sourceId, change: index };
+      if (meta.claims && meta.claims.length > 0) {
+        const releases = releasesOf(meta, index, change, sourceId);
+        if (releases.length > 0) op.releases = releases;
+      }
+      ops.push(op);
       bytes += rowBytes(key);
       continue;
     }
@@ -188,5 +208,42 @@ function pushUpsert(ops: KeyOp[], meta: TableMeta, index: number, change: RowCha
     const oldKeyId = keyIdOf(oldKey);
     if (oldKeyId !== keyId) ops.push({ kind: 'delete', meta, key: oldKey, keyId: oldKeyId, version: change.version, sourceId, movedTo: key, change: index });
   }
-  ops.push({ kind: 'upsert', meta, key, keyId, row, version: change.version, sourceId, change: index });
+  const op: KeyOp = { kind: 'upsert', meta, key, keyId, row, version: change.version, sourceId, change: index };
+  if (change.op === 'update' && change.before && meta.claims && meta.claims.length > 0) {
+    const releases = releasesOf(meta, index, change, sourceId);
+    if (releases.length > 0) op.releases = releases;
+  }
+  ops.push(op);
+}
+
+/**
+ * The UNIQUE values an update or delete gave up, for the keys with a claim table: every value of a
+ * delete's before image, and an update's values that changed (by bytes: a change the collation
+ * calls equal, 'x' to 'X', leaves a claim the row itself still holds, which displaces nothing).
+ * A before image without the key's columns or the version (a source that sends keys only) gives
+ * none: such a source gets the clash resolution of the rows the target still holds, no more.
+ */
+function releasesOf(meta: TableMeta, index: number, change: RowChange, sourceId: string): ClaimRelease[] {
+  const before = change.before!;
+  const stamp = before[meta.versionColumn];
+  if (stamp === null || stamp === undefined) return [];
+  const columns = planOf(meta).columns;
+  const out: ClaimRelease[] = [];
+  for (const claim of meta.claims!) {
+    if (claim.columns.some((c) => before[c] === null || before[c] === undefined)) continue;
+    const values = claim.columns.map((c) => convert(meta, index, change, 'before', columns.get(c)!, before[c]));
+    if (change.op === 'update') {
+      const after = change.after!;
+      if (claim.columns.every((c) => c in after)) {
+        const now = claim.columns.map((c) => (after[c] === null ? null : convert(meta, index, change, 'after', columns.get(c)!, after[c])));
+        if (now.every((v, i) => v !== null && keyIdOf([v]) === keyIdOf([values[i]!]))) continue;
+      }
+    }
+    const text = String(stamp);
+    if (!/^[0-9]{1,20}$/.test(text)) {
+      throw new InvalidChangeError(`change #${index} (${meta.schema}.${meta.table}, ${change.op}): before.${meta.versionColumn}: not a version: ${text}`, index, `before.${meta.versionColumn}`);
+    }
+    out.push({ claim, values, owner: keyOf(meta, index, change, 'before', before), version: BigInt(text), sourceId });
+  }
+  return out;
 }

@@ -8,7 +8,7 @@ import type { Connection, RowDataPacket } from 'mysql2/promise';
 import type { ConnectionOptions } from 'mysql2/promise';
 import { InvalidChangeError, SinkClosedError } from '../errors.ts';
 import { connect, type Target } from '../db/connection.ts';
-import { ensureMetaSchema, ensureTombstoneTable, enterApplySession } from '../install/provision.ts';
+import { ensureClaimTables, ensureMetaSchema, ensureTombstoneTable, enterApplySession } from '../install/provision.ts';
 import { parseSourceTransaction, type RowChange, type SourceTransactionInput } from '../model/change.ts';
 import type { TableMeta } from '../model/table.ts';
 import { TypedJson } from '../model/json.ts';
@@ -146,6 +146,7 @@ class LwwSink implements Sink {
       const conn = await this.adminConn();
       const meta = await loadTableMeta(conn, schema, table, this.options.versionColumn);
       await ensureTombstoneTable(conn, this.options.metaSchema, meta);
+      meta.claims = await ensureClaimTables(conn, this.options.metaSchema, meta);
       return meta;
     });
   }

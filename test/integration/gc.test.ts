@@ -4,6 +4,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { checkState } from '../../src/checker/state-check.ts';
 import { HorizonCrossedError } from '../../src/errors.ts';
 import { collectGarbage, type GcReport } from '../../src/gc/collector.ts';
+import { install } from '../../src/install/install.ts';
 import type { Replicator } from '../../src/replicator/replicator.ts';
 import { syncNodes } from '../../src/sync/repair.ts';
 import { spawnCli } from '../helpers/cli-process.ts';
@@ -241,5 +242,32 @@ describeEachEngine('tombstone GC gated on every peer', 2, (ctx) => {
     expect(await rows()).toEqual(['node-2#rows:app.items']);
     await a.query("DELETE FROM lww_meta.conflicts WHERE reason LIKE '% days old'");
     await a.query("DELETE FROM lww_meta.checkpoints WHERE source_id = 'node-2#rows:app.items'");
+  });
+
+  it('collects the claims of UNIQUE values given up once they are below the horizon', async () => {
+    await stop();
+    for (const [i, c] of [a, b].entries()) {
+      await c.query('CREATE TABLE app.uniq (id INT NOT NULL PRIMARY KEY, v VARCHAR(10) NOT NULL, UNIQUE KEY uv (v))');
+      await install({ url: urls[i]!, nodeId: i + 1, tables: ['app.uniq'] });
+    }
+    await start();
+    await a.query("INSERT INTO app.uniq (id, v) VALUES (1, 'x')");
+    await a.query("UPDATE app.uniq SET v = 'y' WHERE id = 1");
+    await converged([a, b], 'app', 'uniq');
+    const claims = (c: Connection) => count(c, 'SELECT COUNT(*) AS n FROM lww_meta.claim__app__uniq__uv');
+    // n1's trigger recorded the value given up; n2's sink recorded it from the update's before image.
+    await eventually('the claim on both', () => Promise.all([claims(a), claims(b)]), ([x, y]) => x === 1 && y === 1);
+    let removed = 0;
+    await eventually(
+      'the claims collected',
+      async () => {
+        removed += (await gc()).nodes.reduce((n, node) => n + node.claimsRemoved, 0);
+        return Promise.all([claims(a), claims(b)]);
+      },
+      ([x, y]) => x === 0 && y === 0,
+      20_000,
+    );
+    expect(removed).toBe(2);
+    expect((await checkState({ nodes: urls })).identical).toBe(true);
   });
 });

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { TypedJson } from '../../src/model/json.ts';
 import { advanceCheckpointSql, claimCheckpointSql } from '../../src/sql/checkpoint.ts';
 import { dialectFromVersion } from '../../src/sql/dialect.ts';
-import { deleteTombstoned, guardedDelete, keyPlaceholder, lockTombstones, lwwUpsert, plainDelete, readBackVersions, replaceRows, sameKeys, tombstonedKeys, typedJsonExpr, upsertTombstones } from '../../src/sql/dml.ts';
+import { columnPlaceholder, deleteTombstoned, guardedDelete, keyPlaceholder, lockTombstones, lwwUpsert, plainDelete, readBackVersions, replaceRows, sameKeys, tombstonedKeys, typedJsonExpr, upsertTombstones } from '../../src/sql/dml.ts';
 import { quoteIdent } from '../../src/sql/quote.ts';
 import { metaSchemaDdl, tombstoneTableDdl } from '../../src/sql/templates.ts';
 
@@ -99,7 +99,7 @@ describe('LWW upsert', () => {
   });
   it('the tombstones of a batch are first locked through a plain key list', () => {
     expect(lockTombstones(ctomb, [['d1', 'A'], ['d2', 'b']])).toEqual({
-      sql: `SELECT \`_lww_ts\` FROM \`lww_meta\`.\`tomb__db__t\` WHERE (\`a\` = ${DT} AND \`b\` = ${CI}) OR (\`a\` = ${DT} AND \`b\` = ${CI}) LOCK IN SHARE MODE`,
+      sql: `SELECT \`_lww_ts\` FROM \`lww_meta\`.\`tomb__db__t\` WHERE (\`a\` = ${DT} AND \`b\` = ?) OR (\`a\` = ${DT} AND \`b\` = ?) LOCK IN SHARE MODE`,
       values: ['d1', 'A', 'd2', 'b'],
     });
     expect(lockTombstones(tomb, [['1'], ['2']]).sql).toBe('SELECT `_lww_ts` FROM `lww_meta`.`tomb__db__t` WHERE `id` = CAST(? AS SIGNED) OR `id` = CAST(? AS SIGNED) LOCK IN SHARE MODE');
@@ -126,7 +126,7 @@ describe('bypass, tombstone, delete and read-back statements', () => {
       values: [1, 'a', '1', 2, 'b', '2'],
     });
     expect(plainDelete(composite, [['d1', 'x'], ['d2', 'y']])).toEqual({
-      sql: `DELETE FROM \`db\`.\`t\` WHERE (\`a\` = ${DT} AND \`b\` = ${CI}) OR (\`a\` = ${DT} AND \`b\` = ${CI})`,
+      sql: `DELETE FROM \`db\`.\`t\` WHERE (\`a\` = ${DT} AND \`b\` = ?) OR (\`a\` = ${DT} AND \`b\` = ?)`,
       values: ['d1', 'x', 'd2', 'y'],
     });
   });
@@ -148,8 +148,8 @@ describe('bypass, tombstone, delete and read-back statements', () => {
   it('a delete removes the row only where its version is older, keys typed', () => {
     expect(guardedDelete(composite, [['d1', 'x', '5'], ['d2', 'y', '6']])).toEqual({
       sql:
-        `DELETE FROM \`db\`.\`t\` WHERE (\`a\` = ${DT} AND \`b\` = ${CI} AND \`_lww_ts\` < CAST(? AS DECIMAL(20,0)))` +
-        ` OR (\`a\` = ${DT} AND \`b\` = ${CI} AND \`_lww_ts\` < CAST(? AS DECIMAL(20,0)))`,
+        `DELETE FROM \`db\`.\`t\` WHERE (\`a\` = ${DT} AND \`b\` = ? AND \`_lww_ts\` < CAST(? AS DECIMAL(20,0)))` +
+        ` OR (\`a\` = ${DT} AND \`b\` = ? AND \`_lww_ts\` < CAST(? AS DECIMAL(20,0)))`,
       values: ['d1', 'x', '5', 'd2', 'y', '6'],
     });
   });
@@ -204,5 +204,14 @@ describe('checkpoint and DDL text', () => {
     expect(ddl).toBe(
       'CREATE TABLE IF NOT EXISTS `lww_meta`.`tomb__db__t` (\n  `k` varchar(20) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,\n  `_lww_ts` BIGINT UNSIGNED NOT NULL,\n  PRIMARY KEY (`k`)\n) ENGINE=InnoDB',
     );
+  });
+});
+
+describe('placeholders compared with a column', () => {
+  it('bind a character value plain (the column collation decides) and keep every other type cast', () => {
+    expect(columnPlaceholder('CAST(? AS CHAR CHARACTER SET utf8mb4) COLLATE utf8mb4_bin')).toBe('?');
+    expect(columnPlaceholder('CAST(? AS DATETIME(6))')).toBe('CAST(? AS DATETIME(6))');
+    expect(columnPlaceholder('CAST(? AS BINARY(4))')).toBe('CAST(? AS BINARY(4))');
+    expect(columnPlaceholder('CAST(? AS DECIMAL(10,2))')).toBe('CAST(? AS DECIMAL(10,2))');
   });
 });

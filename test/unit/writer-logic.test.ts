@@ -235,6 +235,7 @@ describe('table order of a batch', () => {
   const plan = (table: string, parents: string[] = []): TablePlan => ({
     meta: { ...meta, table, tombstoneTable: `tomb__db__${table}`, ...(parents.length > 0 ? { parents: parents.map((p) => `db\u0000${p}`) } : {}) },
     keys: new Map(),
+    releases: [],
     staleInBatch: 0,
     coalesced: 0,
   });

@@ -1,0 +1,157 @@
+// Last-write-wins across a secondary UNIQUE key when the newer claimant gives the value up again
+// (generated seeds 1, 3, 6, 8 found it): a value a row held and gave up is remembered as a claim, so
+// an older claimant loses to it on every node, whether it meets the newer row while that row still
+// holds the value or only after — the outcome no longer depends on arrival order or on a batch
+// coalescing the newer row's intermediate claim away.
+import type { Connection, RowDataPacket } from 'mysql2/promise';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { connect } from '../../src/db/connection.ts';
+import { createSink, type Sink, type SourceTransactionInput } from '../../src/index.ts';
+import { install } from '../../src/install/install.ts';
+import { freshDatabase } from '../helpers/db.ts';
+import { describeEachEngine } from '../helpers/engines.ts';
+import { textRows } from '../helpers/replication.ts';
+
+type Change = SourceTransactionInput['changes'][number];
+
+const DDL = (table: string) =>
+  `CREATE TABLE {{db}}.${table} (id INT NOT NULL PRIMARY KEY, u VARCHAR(20) COLLATE utf8mb4_general_ci NOT NULL, c VARCHAR(20) NOT NULL, UNIQUE KEY uq (u))`;
+
+describeEachEngine('UNIQUE values given up are remembered as claims', 1, (ctx) => {
+  let url: string;
+  let conn: Connection;
+  const sinks: Sink[] = [];
+  const sinkFor = () => {
+    const s = createSink({ target: url, failpoints: '' });
+    sinks.push(s);
+    return s;
+  };
+  const versionOf = async (db: string, table: string, id: number) => {
+    const [r] = await conn.query<RowDataPacket[]>(`SELECT CAST(_lww_ts AS CHAR) AS v FROM ${db}.${table} WHERE id = ?`, [id]);
+    return BigInt(String(r[0]!.v));
+  };
+  const setup = async (db: string, table: string) => {
+    await conn.query('DROP DATABASE IF EXISTS lww_meta');
+    await freshDatabase(conn, db, [DDL(table)]);
+    await install({ url, nodeId: 2, tables: [`${db}.${table}`] });
+  };
+  const ins = (db: string, table: string, id: number, u: string, c: string, version: bigint): Change => ({ schema: db, table, op: 'insert', after: { id, u, c }, version });
+
+  beforeAll(async () => {
+    url = ctx.servers[0]!.url;
+    conn = await connect(url);
+  });
+  afterAll(async () => {
+    for (const s of sinks) await s.abort();
+    await conn?.end();
+  });
+
+  it('a peer that never saw the newer row hold the value (coalesced away) still removes the older holder', async () => {
+    await setup('uc1', 't');
+    await conn.query("INSERT INTO uc1.t (id, u, c) VALUES (2, 'X', 'local')");
+    const local = await versionOf('uc1', 't', 2);
+    const v10 = local + 10_240n;
+    const v20 = local + 20_480n;
+    // The peer's row 1 took 'x' (newer than the local row 2), then moved to 'y': one source
+    // transaction, so the sink only ever applies row 1 at 'y'.
+    const sink = sinkFor();
+    await sink.write({
+      sourceId: 'peer',
+      position: '1',
+      changes: [
+        ins('uc1', 't', 1, 'x', 'peer', v10),
+        { schema: 'uc1', table: 't', op: 'update', before: { id: 1, u: 'x', c: 'peer', _lww_ts: v10.toString() }, after: { id: 1, u: 'y', c: 'peer' }, version: v20 },
+      ],
+    });
+    await sink.flush();
+    expect(await textRows(conn, 'SELECT id, u, c FROM uc1.t ORDER BY id')).toEqual(['1|y|peer']);
+    // Row 2 is deleted at its own version, as on the peer where it met row 1 holding 'x'.
+    expect(await textRows(conn, 'SELECT id, CAST(_lww_ts AS CHAR) FROM lww_meta.tomb__uc1__t')).toEqual([`2|${local}`]);
+    expect(await textRows(conn, 'SELECT CAST(version AS CHAR), reason FROM lww_meta.conflicts')).toEqual([`${local}|unique key clash: removed by a newer claim of its uq value`]);
+    expect(await textRows(conn, 'SELECT u, _lww_owner0, CAST(_lww_claimed_at AS CHAR) FROM lww_meta.claim__uc1__t__uq')).toEqual([`x|1|${v10}`]);
+    expect(sink.stats().tables['uc1.t']).toMatchObject({ uniqueClashes: 1 });
+  });
+
+  it('a holder newer than the claim keeps the value', async () => {
+    await setup('uc2', 't');
+    await conn.query("INSERT INTO uc2.t (id, u, c) VALUES (2, 'x', 'local')");
+    const local = await versionOf('uc2', 't', 2);
+    const sink = sinkFor();
+    await sink.write({
+      sourceId: 'peer',
+      position: '1',
+      changes: [
+        { schema: 'uc2', table: 't', op: 'update', before: { id: 1, u: 'X', c: 'peer', _lww_ts: (local - 2048n).toString() }, after: { id: 1, u: 'y', c: 'peer' }, version: local + 1024n },
+      ],
+    });
+    await sink.flush();
+    expect(await textRows(conn, 'SELECT id, u, c FROM uc2.t ORDER BY id')).toEqual(['1|y|peer', '2|x|local']);
+    expect(await textRows(conn, 'SELECT COUNT(*) FROM lww_meta.conflicts')).toEqual(['0']);
+  });
+
+  it('a value this node gave up (update or delete) beats an older claimant that arrives later; a newer one lands', async () => {
+    await setup('uc3', 't');
+    await conn.query("INSERT INTO uc3.t (id, u, c) VALUES (1, 'x', 'local'), (5, 'z', 'local')");
+    const v1 = await versionOf('uc3', 't', 1);
+    const v5 = await versionOf('uc3', 't', 5);
+    await conn.query("UPDATE uc3.t SET u = 'y' WHERE id = 1");
+    await conn.query('DELETE FROM uc3.t WHERE id = 5');
+    // The triggers recorded both values given up, at the versions the rows held them.
+    expect(await textRows(conn, 'SELECT u, _lww_owner0, CAST(_lww_claimed_at AS CHAR) FROM lww_meta.claim__uc3__t__uq ORDER BY u')).toEqual([`x|1|${v1}`, `z|5|${v5}`]);
+    const sink = sinkFor();
+    await sink.write({ sourceId: 'peer', position: '1', changes: [ins('uc3', 't', 2, 'X', 'older', v1 - 1024n), ins('uc3', 't', 6, 'Z', 'older', v5 - 1024n)] });
+    await sink.flush();
+    expect(await textRows(conn, 'SELECT id, u, c FROM uc3.t ORDER BY id')).toEqual(['1|y|local']);
+    expect(await textRows(conn, 'SELECT id, CAST(_lww_ts AS CHAR) FROM lww_meta.tomb__uc3__t WHERE id IN (2, 6) ORDER BY id')).toEqual([`2|${v1 - 1024n}`, `6|${v5 - 1024n}`]);
+    await sink.write({ sourceId: 'peer', position: '2', changes: [ins('uc3', 't', 3, 'x', 'newer', v1 + 1n)] });
+    await sink.flush();
+    expect(await textRows(conn, 'SELECT id, u, c FROM uc3.t ORDER BY id')).toEqual(['1|y|local', '3|x|newer']);
+    expect(sink.stats().tables['uc3.t']).toMatchObject({ uniqueClashes: 2 });
+  });
+
+  it('a local write of a value is stamped above every claim of it this node has seen', async () => {
+    await setup('uc4', 't');
+    // A claim from a peer whose clock runs a minute ahead.
+    const ahead = ((BigInt(Date.now()) * 1000n + 60_000_000n) << 10n) | 1n;
+    const sink = sinkFor();
+    await sink.write({
+      sourceId: 'peer',
+      position: '1',
+      changes: [
+        ins('uc4', 't', 1, 'x', 'peer', ahead),
+        { schema: 'uc4', table: 't', op: 'update', before: { id: 1, u: 'x', c: 'peer', _lww_ts: ahead.toString() }, after: { id: 1, u: 'y', c: 'peer' }, version: ahead + 1024n },
+      ],
+    });
+    await sink.flush();
+    await conn.query("INSERT INTO uc4.t (id, u, c) VALUES (3, 'X', 'local')");
+    expect(await versionOf('uc4', 't', 3)).toBeGreaterThan(ahead);
+    await conn.query("INSERT INTO uc4.t (id, u, c) VALUES (4, 'w', 'local')");
+    await conn.query("UPDATE uc4.t SET u = 'x2' WHERE id = 4");
+    await conn.query("UPDATE uc4.t SET u = 'x' WHERE id = 3");
+    expect(await textRows(conn, 'SELECT id, u FROM uc4.t ORDER BY id')).toEqual(['1|y', '3|x', '4|x2']);
+  });
+
+  it('claims of values that differ only in letter case under a binary collation each remove their holder, each logged', async () => {
+    await conn.query('DROP DATABASE IF EXISTS lww_meta');
+    await freshDatabase(conn, 'uc5', ['CREATE TABLE {{db}}.t (id INT NOT NULL PRIMARY KEY, u VARCHAR(20) COLLATE utf8mb4_bin NOT NULL, c VARCHAR(20) NOT NULL, UNIQUE KEY uq (u))']);
+    await install({ url, nodeId: 2, tables: ['uc5.t'] });
+    await conn.query("INSERT INTO uc5.t (id, u, c) VALUES (2, 'x', 'local'), (3, 'X', 'local')");
+    const local = await versionOf('uc5', 't', 3);
+    const moved = (id: number, from: string): Change => ({
+      schema: 'uc5',
+      table: 't',
+      op: 'update',
+      before: { id, u: from, c: 'peer', _lww_ts: (local + 10_240n).toString() },
+      after: { id, u: `${from}-moved`, c: 'peer' },
+      version: local + 20_480n,
+    });
+    const sink = sinkFor();
+    // One statement reads the holders of both claims: MariaDB 10.11 merged 'x' and 'X' (typed
+    // COLLATE utf8mb4_bin placeholders in an OR) into one value and found one holder.
+    await sink.write({ sourceId: 'peer', position: '1', changes: [moved(10, 'x'), moved(11, 'X')] });
+    await sink.flush();
+    expect(await textRows(conn, 'SELECT id, u FROM uc5.t ORDER BY id')).toEqual(['10|x-moved', '11|X-moved']);
+    expect(await textRows(conn, "SELECT JSON_EXTRACT(row_json, '$.id') FROM lww_meta.conflicts WHERE reason LIKE 'unique key clash%' ORDER BY 1")).toEqual(['2', '3']);
+    expect(sink.stats().tables['uc5.t']).toMatchObject({ uniqueClashes: 2 });
+  });
+});
