@@ -411,19 +411,42 @@ async function applyUpserts(ctx: ApplyContext, meta: TableMeta, keys: KeyPlan[],
   }
   const s = shapesOf(meta, ctx.metaSchema);
   const history = pending.flatMap((k) => k.history.map((up) => ({ k, up }))).sort((a, b) => a.up.seq - b.up.seq);
+  // A key one of whose changes names a parent the target no longer holds leaves the replay: its newest
+  // change goes the way of every upsert (upsertPart: SET NULL, CASCADE, tombstone checks), not a bare statement.
+  const viaForeignKey = new Set<KeyPlan>();
   for (const { k, up } of history) {
+    if (viaForeignKey.has(k)) continue;
     if ((await tombstonedAt(ctx, meta, [k], [up.version])).size > 0) continue;
     try {
       await run(ctx, s.name, lwwUpsert(s.table, [up.row], ctx.dialect));
     } catch (err) {
-      if (!isDupEntry(err)) throw err;
+      if (!isMissingParent(err)) {
+        if (!isDupEntry(err)) throw err;
+        continue;
+      }
+      // The step as ON DELETE SET NULL leaves it (the swap goes on in order); otherwise (CASCADE) the key leaves the replay.
+      const nulled = meta.setNullKeys ? await nullDeletedParents(ctx, meta, { ...k, upsert: up }) : undefined;
+      if (!nulled) {
+        viaForeignKey.add(k);
+        continue;
+      }
+      try {
+        await run(ctx, s.name, lwwUpsert(s.table, [nulled.upsert!.row], ctx.dialect));
+      } catch (again) {
+        if (isMissingParent(again)) viaForeignKey.add(k);
+        else if (!isDupEntry(again)) throw again;
+      }
     }
   }
-  const stored = await readBack(ctx, meta, pending.map((k) => k.key));
-  for (let i = 0; i < pending.length; i++) {
-    const up = pending[i]!.upsert!;
+  for (const k of viaForeignKey) {
+    for (const clashed of await upsertPart(ctx, meta, [k], counts, hasUnique)) await resolveUniqueClash(ctx, meta, clashed, counts);
+  }
+  const rest = pending.filter((k) => !viaForeignKey.has(k));
+  const stored = await readBack(ctx, meta, rest.map((k) => k.key));
+  for (let i = 0; i < rest.length; i++) {
+    const up = rest[i]!.upsert!;
     const st = stored[i]!;
-    if (!settled(up, st, counts)) await resolveUniqueClash(ctx, meta, pending[i]!, counts);
+    if (!settled(up, st, counts)) await resolveUniqueClash(ctx, meta, rest[i]!, counts);
   }
 }
 
