@@ -84,6 +84,13 @@ function elapsedSince(start: bigint): number {
   return Number(process.hrtime.bigint() - start) / 1e9;
 }
 
+/** This process's CPU time (all threads, µs) per change of the last timed part: the client's cost, which waiting on a loaded server does not inflate. */
+let cpuPerChange = Number.NaN;
+function cpuSince(start: NodeJS.CpuUsage, changes: number): void {
+  const used = process.cpuUsage(start);
+  cpuPerChange = (used.user + used.system) / changes;
+}
+
 let profiled = 0;
 /** Profiles the timed part of a sink run into --cpu-prof DIR (this process's main thread only). */
 async function profiling<T>(name: string, body: () => Promise<T>): Promise<T> {
@@ -119,10 +126,12 @@ async function viaSink(changes: Change[], batch: number, bypass: boolean): Promi
   await sink.flush();
   const secs = await profiling(`${bypass ? 'bypass' : 'sink'}-batch${batch}`, async () => {
     const start = process.hrtime.bigint();
+    const cpu = process.cpuUsage();
     for (let i = 0; i < changes.length; i += 1) {
       await sink.write({ sourceId: 'bench', position: String(i + 1), changes: [changes[i]!] });
     }
     await sink.flush();
+    cpuSince(cpu, changes.length);
     return elapsedSince(start);
   });
   await sink.close();
@@ -137,7 +146,9 @@ async function bare(conn: Connection, db: string, changes: Change[], batch: numb
   const statements = [];
   for (let i = 0; i < rows.length; i += batch) statements.push(build(rows.slice(i, i + batch)));
   const start = process.hrtime.bigint();
+  const cpu = process.cpuUsage();
   for (const s of statements) await conn.execute(s.sql, s.values);
+  cpuSince(cpu, changes.length);
   return changes.length / elapsedSince(start);
 }
 
@@ -173,10 +184,12 @@ try {
   for (const batch of BATCH_SIZES) {
     const n = batch === 1 ? Math.min(ROWS, Number(values['rows-batch1'])) : ROWS;
     const rates = new Map<Method, number[]>(METHODS.map((m) => [m, []]));
+    const cpus = new Map<Method, number[]>(METHODS.map((m) => [m, []]));
     for (let round = 0; round < ROUNDS; round++) {
       for (let j = 0; j < METHODS.length; j++) {
         const m = METHODS[(j + round) % METHODS.length]!;
         rates.get(m)!.push(await measure(m, batch, n));
+        cpus.get(m)!.push(cpuPerChange);
       }
     }
     const med = (m: Method) => (rates.has(m) ? median(rates.get(m)!) : Number.NaN);
@@ -191,8 +204,12 @@ try {
       'sink/REPLACE': Number((med('sink') / replace).toFixed(2)),
       'bypass/REPLACE': Number((med('bypass') / replace).toFixed(2)),
       'sink/bypass': Number((med('sink') / med('bypass')).toFixed(2)),
+      // Client CPU per change (median): the sink's own JS, mysql2 and this loop; the bare methods show the floor.
+      'sink CPU µs/chg': cpus.has('sink') ? Number(median(cpus.get('sink')!).toFixed(1)) : Number.NaN,
+      'REPLACE CPU µs/chg': cpus.has('replace') ? Number(median(cpus.get('replace')!).toFixed(1)) : Number.NaN,
     });
     console.log(`  batch ${batch}: ${METHODS.map((m) => `${m} [${rates.get(m)!.map(k).join(' ')}]`).join(', ')}`);
+    console.log(`  batch ${batch} client CPU µs/change: ${METHODS.map((m) => `${m} [${cpus.get(m)!.map((c) => c.toFixed(1)).join(' ')}]`).join(', ')}`);
   }
   console.table(table);
 } finally {
