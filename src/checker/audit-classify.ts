@@ -21,7 +21,10 @@
 // A sink's delete marked `uniqueClash` (last-write-wins across a secondary UNIQUE key, apply.ts) is
 // neither: it is counted in `uniqueClashRemovals`, and its version still counts as held. A sink's
 // upsert marked `setNull` (a SET NULL foreign key cleared, its parent deleted) is not inconsistent
-// for those values: counted in `foreignKeySetNull`.
+// for those values: counted in `foreignKeySetNull`. A sink's delete marked `cascaded` (a child row
+// that went with its ON DELETE CASCADE parent, deleted on another node: writer/foreign-keys.ts) is a
+// tombstone at the child write's own version, which the origin wrote as an upsert: counted in
+// `foreignKeyCascades`, its version held like a UNIQUE clash's removal.
 import { nodeIdOf } from '../model/version.ts';
 import { type AuditFinding, type AuditReport, type AuditWrite, emptyAuditCounts } from './audit-report.ts';
 
@@ -51,6 +54,8 @@ export interface KeyWrite {
   uniqueClash?: true;
   /** A sink's upsert with an ON DELETE SET NULL foreign key cleared (its parent was deleted): other values than the origin's. */
   setNull?: true;
+  /** A sink's removal of a child row whose ON DELETE CASCADE parent was deleted on another node: a delete at the row's own version. */
+  cascaded?: true;
 }
 
 export interface HistoryTransaction {
@@ -80,7 +85,7 @@ export interface ClassifyOptions {
 }
 
 /** The part of the audit report that classification decides. */
-export type Classification = Pick<AuditReport, 'counts' | 'lwwSkipped' | 'delivered' | 'outsideWindow' | 'unknownVersionDeletes' | 'uniqueClashRemovals' | 'foreignKeySetNull' | 'cascadeSideEffects' | 'findings' | 'findingsTruncated'>;
+export type Classification = Pick<AuditReport, 'counts' | 'lwwSkipped' | 'delivered' | 'outsideWindow' | 'unknownVersionDeletes' | 'uniqueClashRemovals' | 'foreignKeySetNull' | 'foreignKeyCascades' | 'cascadeSideEffects' | 'findings' | 'findingsTruncated'>;
 
 /**
  * Nets out the rows a sink transaction inserted and removed again before commit: the sink's upsert
@@ -114,7 +119,7 @@ export function withoutTransientInserts(writes: readonly KeyWrite[]): KeyWrite[]
     chains.delete(id);
     if (!continues) return;
     for (const at of chain!) out[at] = undefined;
-    out[i] = w.version === undefined ? undefined : { table: w.table, keyText: w.keyText, key: w.key, op: 'delete', version: w.version, ...(w.uniqueClash ? { uniqueClash: true } : {}) };
+    out[i] = w.version === undefined ? undefined : { table: w.table, keyText: w.keyText, key: w.key, op: 'delete', version: w.version, ...(w.uniqueClash ? { uniqueClash: true } : {}), ...(w.cascaded ? { cascaded: true } : {}) };
   });
   // An insert overwritten by newer versions of the same row later in the transaction (a second
   // spelling of a collated key in the same statement): only the last is ever seen, as an insert.
@@ -282,6 +287,7 @@ export function classifyHistory(histories: readonly NodeHistory[], options: Clas
     unknownVersionDeletes: 0,
     uniqueClashRemovals: 0,
     foreignKeySetNull: 0,
+    foreignKeyCascades: 0,
     cascadeSideEffects: 0,
     findings: [],
     findingsTruncated: false,
@@ -365,6 +371,10 @@ export function classifyHistory(histories: readonly NodeHistory[], options: Clas
         const w = seen.write;
         if (w.uniqueClash) {
           result.uniqueClashRemovals++;
+          continue;
+        }
+        if (w.cascaded) {
+          result.foreignKeyCascades++;
           continue;
         }
         if (w.version === undefined) {

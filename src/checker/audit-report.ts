@@ -79,6 +79,8 @@ export interface AuditReport {
   uniqueClashRemovals: number;
   /** Rows a sink wrote with an ON DELETE SET NULL foreign key cleared because the parent was deleted. */
   foreignKeySetNull: number;
+  /** Child rows a sink removed (tombstoned at their own version) because their ON DELETE CASCADE parent was deleted on another node. */
+  foreignKeyCascades: number;
   /** Rows changed in a sink's transaction with their version unchanged (a foreign key's cascade on the target): not judged. */
   cascadeSideEffects: number;
   findings: AuditFinding[];
@@ -157,6 +159,7 @@ export function formatAuditReport(report: AuditReport): string {
       ...(report.uniqueClashRemovals > 0 ? [['removed by a UNIQUE clash (ok)', String(report.uniqueClashRemovals)]] : []),
       ...(report.cascadeSideEffects > 0 ? [['cascaded in a sink transaction, version kept (not judged)', String(report.cascadeSideEffects)]] : []),
       ...(report.foreignKeySetNull > 0 ? [['foreign key set NULL, parent deleted (ok)', String(report.foreignKeySetNull)]] : []),
+      ...(report.foreignKeyCascades > 0 ? [['gone with a CASCADE parent deleted on another node (ok)', String(report.foreignKeyCascades)]] : []),
     ])
       .split('\n')
       .map((l) => `  ${l}`)

@@ -269,12 +269,13 @@ function toHistory(
 ): HistoryTransaction {
   const writes: KeyWrite[] = [];
   const untombstoned = new Set(details?.untombstoned ?? []);
-  // Writes the sink logged as resolved (apply.ts): rows a UNIQUE clash removed, rows written with a
-  // SET NULL foreign key cleared; by table and version.
+  // Writes the sink logged as resolved (apply.ts, foreign-keys.ts): rows a UNIQUE clash removed, rows
+  // written with a SET NULL foreign key cleared, child rows gone with a CASCADE parent; by table and version.
   const resolved = new Map((details?.conflicts ?? []).map((c) => [`${c.schema}.${c.table}\u0000${c.version}`, c.reason]));
   const markResolved = (w: KeyWrite) => {
     const reason = w.version === undefined ? undefined : resolved.get(`${w.table}\u0000${w.version}`);
     if (w.op === 'delete' && reason?.startsWith('unique key clash: removed')) w.uniqueClash = true;
+    if (w.op === 'delete' && reason?.startsWith('foreign key cascade')) w.cascaded = true;
     if (w.op === 'upsert' && reason?.startsWith('foreign key set null')) w.setNull = true;
     return w;
   };
@@ -639,6 +640,7 @@ export async function auditHistory(options: AuditOptions): Promise<AuditReport> 
       unknownVersionDeletes: result.unknownVersionDeletes,
       uniqueClashRemovals: result.uniqueClashRemovals,
       foreignKeySetNull: result.foreignKeySetNull,
+      foreignKeyCascades: result.foreignKeyCascades,
       cascadeSideEffects: result.cascadeSideEffects,
       findings: result.findings,
       findingsTruncated: result.findingsTruncated,

@@ -44,6 +44,7 @@ import {
 } from '../sql/dml.ts';
 import { recordReleases, withoutClaimLosers } from './claims.ts';
 import type { KeyPlan, PlannedUpsert, TablePlan } from './coalesce.ts';
+import { dropChildOfDeletedParent, type ForeignKeyIo, respellReferencedKeys, rowsToDelete } from './foreign-keys.ts';
 import { emptyCounters, type TableCounters, upsertOutcome } from './stats.ts';
 import type { SqlValue } from './values.ts';
 
@@ -214,8 +215,26 @@ function isMissingParent(err: unknown): boolean {
   return errno === 1452 || errno === 1216;
 }
 
+/** ER_ROW_IS_REFERENCED(_2): a foreign key refused a change of a referenced row. */
+function isReferencedRow(err: unknown): boolean {
+  const errno = statementErrno(err);
+  return errno === 1451 || errno === 1217;
+}
+
+/** The apply session as foreign-keys.ts uses it. */
+function foreignKeyIo(ctx: ApplyContext): ForeignKeyIo {
+  return {
+    dialect: ctx.dialect,
+    metaSchema: ctx.metaSchema,
+    run: (table, stmt) => run(ctx, table, stmt),
+    select: (table, stmt) => select(ctx, table, stmt),
+    logConflict: (table, c) => logConflict(ctx, table, c),
+    discard: () => ctx.conn.destroy(),
+  };
+}
+
 /** Appends a conflict-log row: the named columns of a row (binary as base64) and the version it concerns. */
-export async function logConflict(ctx: ApplyContext, meta: TableMeta, c: { sourceId: string; reason: string; version: bigint; columns: readonly string[]; value: (column: string, i: number) => unknown }): Promise<void> {
+export async function logConflict(ctx: ApplyContext, meta: Pick<TableMeta, 'schema' | 'table'>, c: { sourceId: string; reason: string; version: bigint; columns: readonly string[]; value: (column: string, i: number) => unknown }): Promise<void> {
   const row: Record<string, unknown> = {};
   c.columns.forEach((name, i) => {
     const v = c.value(name, i);
@@ -308,13 +327,16 @@ async function upsertPart(ctx: ApplyContext, meta: TableMeta, part: KeyPlan[], c
     counts.skippedStale += o.skipped - clashed.length - held;
     return clashed;
   } catch (err) {
-    if (checked && isMissingParent(err) && meta.setNullKeys) {
+    // A collated referenced key respelled (foreign-keys.ts); the retry meets the error again only if something else was refused.
+    if (isReferencedRow(err) && (await respellReferencedKeys(foreignKeyIo(ctx), meta, part, 'refused'))) return upsertPart(ctx, meta, part, counts, hasUnique, checked);
+    if (checked && isMissingParent(err)) {
       if (part.length > 1) {
         const clashed: KeyPlan[] = [];
         for (const one of part) clashed.push(...(await upsertPart(ctx, meta, [one], counts, hasUnique, true)));
         return clashed;
       }
-      const nulled = await nullDeletedParents(ctx, meta, part[0]!);
+      if (await dropChildOfDeletedParent(foreignKeyIo(ctx), meta, part[0]!, counts)) return [];
+      const nulled = meta.setNullKeys && (await nullDeletedParents(ctx, meta, part[0]!));
       if (nulled) return upsertPart(ctx, meta, [nulled], counts, hasUnique, true);
       throw err;
     }
@@ -389,19 +411,42 @@ async function applyUpserts(ctx: ApplyContext, meta: TableMeta, keys: KeyPlan[],
   }
   const s = shapesOf(meta, ctx.metaSchema);
   const history = pending.flatMap((k) => k.history.map((up) => ({ k, up }))).sort((a, b) => a.up.seq - b.up.seq);
+  // A key one of whose changes names a parent the target no longer holds leaves the replay: its newest
+  // change goes the way of every upsert (upsertPart: SET NULL, CASCADE, tombstone checks), not a bare statement.
+  const viaForeignKey = new Set<KeyPlan>();
   for (const { k, up } of history) {
+    if (viaForeignKey.has(k)) continue;
     if ((await tombstonedAt(ctx, meta, [k], [up.version])).size > 0) continue;
     try {
       await run(ctx, s.name, lwwUpsert(s.table, [up.row], ctx.dialect));
     } catch (err) {
-      if (!isDupEntry(err)) throw err;
+      if (!isMissingParent(err)) {
+        if (!isDupEntry(err)) throw err;
+        continue;
+      }
+      // The step as ON DELETE SET NULL leaves it (the swap goes on in order); otherwise (CASCADE) the key leaves the replay.
+      const nulled = meta.setNullKeys ? await nullDeletedParents(ctx, meta, { ...k, upsert: up }) : undefined;
+      if (!nulled) {
+        viaForeignKey.add(k);
+        continue;
+      }
+      try {
+        await run(ctx, s.name, lwwUpsert(s.table, [nulled.upsert!.row], ctx.dialect));
+      } catch (again) {
+        if (isMissingParent(again)) viaForeignKey.add(k);
+        else if (!isDupEntry(again)) throw again;
+      }
     }
   }
-  const stored = await readBack(ctx, meta, pending.map((k) => k.key));
-  for (let i = 0; i < pending.length; i++) {
-    const up = pending[i]!.upsert!;
+  for (const k of viaForeignKey) {
+    for (const clashed of await upsertPart(ctx, meta, [k], counts, hasUnique)) await resolveUniqueClash(ctx, meta, clashed, counts);
+  }
+  const rest = pending.filter((k) => !viaForeignKey.has(k));
+  const stored = await readBack(ctx, meta, rest.map((k) => k.key));
+  for (let i = 0; i < rest.length; i++) {
+    const up = rest[i]!.upsert!;
     const st = stored[i]!;
-    if (!settled(up, st, counts)) await resolveUniqueClash(ctx, meta, pending[i]!, counts);
+    if (!settled(up, st, counts)) await resolveUniqueClash(ctx, meta, rest[i]!, counts);
   }
 }
 
@@ -508,7 +553,7 @@ function describeValue(v: unknown): string {
 }
 
 /** A table's tombstones and deletes (the first phase, children before parents). */
-async function applyDeletesLww(ctx: ApplyContext, plan: TablePlan, counts: TableCounters): Promise<void> {
+async function applyDeletesLww(ctx: ApplyContext, plan: TablePlan, counts: TableCounters, sourceId: string): Promise<void> {
   const { meta } = plan;
   const s = shapesOf(meta, ctx.metaSchema);
   const keys = [...plan.keys.values()];
@@ -521,8 +566,8 @@ async function applyDeletesLww(ctx: ApplyContext, plan: TablePlan, counts: Table
   for (const part of chunks(deletes, Math.min(MAX_ROWS_PER_STATEMENT, Math.floor(MAX_PARAMS / width)))) {
     const rows = part.map((k) => [...k.key, k.deleteVersion!.toString()]);
     await run(ctx, s.name, upsertTombstones(s.tomb, rows, ctx.dialect));
-    const res = await run(ctx, s.name, guardedDelete(s.table, rows));
-    counts.deleted += res.affectedRows;
+    const doomed = await rowsToDelete(foreignKeyIo(ctx), meta, part, sourceId, counts);
+    if (doomed.length > 0) counts.deleted += (await run(ctx, s.name, guardedDelete(s.table, doomed))).affectedRows;
     counts.tombstoned += part.length;
   }
 }
@@ -535,6 +580,7 @@ async function applyUpsertsLww(ctx: ApplyContext, plan: TablePlan, counts: Table
     if (plan.releases.length > 0) await recordReleases(ctx, plan.meta, plan.releases, counts);
     if (upserts.length > 0) upserts = await withoutClaimLosers(ctx, plan.meta, upserts, counts);
   }
+  if (upserts.length > 0) await respellReferencedKeys(foreignKeyIo(ctx), plan.meta, upserts, 'before');
   if (upserts.length > 0) await applyUpserts(ctx, plan.meta, upserts, counts);
 }
 
@@ -587,7 +633,8 @@ export async function applyBatch(ctx: ApplyContext, plans: TablePlan[], advances
     } else {
       // Plans come parents first (coalesce.ts parentsFirst): deletes run children first, then
       // every table's upserts parents first, as the source's foreign-key checks allowed them.
-      for (const plan of [...plans].reverse()) await applyDeletesLww(ctx, plan, countsOf(plan));
+      const sourceIds = [...new Set(advances.map((a) => a.sourceId))].join(',');
+      for (const plan of [...plans].reverse()) await applyDeletesLww(ctx, plan, countsOf(plan), sourceIds);
       for (const plan of plans) await applyUpsertsLww(ctx, plan, countsOf(plan));
     }
     ctx.beforeCommit?.();

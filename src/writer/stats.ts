@@ -12,6 +12,11 @@ export interface TableCounters {
   skippedByTombstone: number;
   /** Upserts that clashed on a secondary UNIQUE key with another row; written to the conflict log. */
   uniqueClashes: number;
+  /**
+   * Child rows that went with a parent deleted on another node (ON DELETE CASCADE): an incoming row
+   * whose parent is gone here, or a row here that the incoming parent delete cascades; logged.
+   */
+  foreignKeyCascades: number;
   /** Upserts replaced by a later, newer change of the same key within one batch (not conflicts). */
   coalesced: number;
   /** Bypass mode: rows written by REPLACE INTO. */
@@ -40,6 +45,7 @@ export function emptyCounters(): TableCounters {
     tombstoned: 0,
     skippedByTombstone: 0,
     uniqueClashes: 0,
+    foreignKeyCascades: 0,
     replaced: 0,
     dropped: 0,
     mutated: 0,

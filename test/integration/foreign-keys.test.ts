@@ -2,7 +2,7 @@ import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { expect, it } from 'vitest';
 import { auditHistory } from '../../src/checker/index.ts';
 import { describeEachEngine } from '../helpers/engines.ts';
-import { binlogHeads, converged, setupNodes, startReplicator, textRows } from '../helpers/replication.ts';
+import { binlogHeads, converged, eventually, setupNodes, startReplicator, textRows } from '../helpers/replication.ts';
 
 // ON DELETE SET NULL between replicated tables, with writes on both nodes: the parent's delete nulls
 // the children itself (its BEFORE DELETE trigger, so the change gets a version and replicates), and a
@@ -74,6 +74,148 @@ describeEachEngine('ON DELETE SET NULL across nodes', 2, (ctx) => {
     const report = await auditHistory({ nodes: urls(), from, tables: ['fknull.p', 'fknull.c'] });
     expect(report.counts, JSON.stringify(report.findings, (_k, v) => (typeof v === 'bigint' ? String(v) : v))).toEqual({ lww_violation: 0, lost: 0, redundant: 0, inconsistent: 0 });
     expect(report.foreignKeySetNull).toBe(1);
+    for (const c of conns) await c.end();
+  });
+});
+
+// A parent key under a case-insensitive collation, written in other letters on two nodes: LWW
+// respells the older node's parent key to the newest spelling, a key update that is equal under the
+// collation, so every child reference still matches; ON UPDATE RESTRICT must not refuse it.
+describeEachEngine('a collated parent key respelled under ON UPDATE RESTRICT', 2, (ctx) => {
+  const urls = () => ctx.servers.map((s) => s.url);
+  const pause = () => new Promise((r) => setTimeout(r, 5));
+  const ddl = (onUpdate: string) => [
+    'CREATE TABLE {{db}}.p (id VARCHAR(8) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NOT NULL PRIMARY KEY, name CHAR(8) NOT NULL) ENGINE=InnoDB',
+    `CREATE TABLE {{db}}.c (id INT NOT NULL PRIMARY KEY, pid VARCHAR(8) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NULL, FOREIGN KEY (pid) REFERENCES {{db}}.p (id) ON DELETE CASCADE ON UPDATE ${onUpdate}) ENGINE=InnoDB`,
+  ];
+
+  for (const onUpdate of ['RESTRICT', 'NO ACTION', 'CASCADE']) {
+    it(`ON UPDATE ${onUpdate}: the newest spelling of the parent key lands on both nodes, the children keep theirs`, async () => {
+      const db = `fkcase_${onUpdate.replace(' ', '').toLowerCase()}`;
+      const conns = await setupNodes(urls(), db, ddl(onUpdate), ['p', 'c']);
+      const [a, b] = conns as [Connection, Connection];
+      await (await startReplicator(urls())).stop();
+      const from = await binlogHeads(urls());
+      // A writes the parent as 'abc' with a child; later B writes it as 'ABC' (newer, no child there).
+      await a.query(`INSERT INTO ${db}.p (id, name) VALUES ('abc', 'a')`);
+      await a.query(`INSERT INTO ${db}.c (id, pid) VALUES (10, 'abc')`);
+      await pause();
+      await b.query(`INSERT INTO ${db}.p (id, name) VALUES ('ABC', 'b')`);
+      const rep = await startReplicator(urls());
+      try {
+        await converged(conns, db, 'p');
+        await converged(conns, db, 'c');
+        expect((await rep.status()).directions.map((d) => d.state)).toEqual(['streaming', 'streaming']);
+        for (const c of conns) {
+          expect(await textRows(c, `SELECT BINARY id, name FROM ${db}.p`)).toEqual(['ABC|b']);
+          expect(await textRows(c, `SELECT id, BINARY pid FROM ${db}.c`)).toEqual(['10|abc']);
+        }
+      } finally {
+        await rep.stop();
+      }
+      const report = await auditHistory({ nodes: urls(), from, tables: [`${db}.p`, `${db}.c`] });
+      expect(report.counts, JSON.stringify(report.findings, (_k, v) => (typeof v === 'bigint' ? String(v) : v))).toEqual({ lww_violation: 0, lost: 0, redundant: 0, inconsistent: 0 });
+      for (const c of conns) await c.end();
+    });
+  }
+});
+
+// ON DELETE CASCADE with writes on both nodes: a child written (or re-pointed) to a parent the other
+// node deletes at the same time. Where the child was written, the parent's delete cascades it away;
+// where the parent was deleted, the child's write arrives to a missing parent and is dropped. Both
+// end without the row and with its tombstone at the child write's own version.
+describeEachEngine('ON DELETE CASCADE across nodes', 2, (ctx) => {
+  const urls = () => ctx.servers.map((s) => s.url);
+  const pause = () => new Promise((r) => setTimeout(r, 5));
+  const DDL = [
+    'CREATE TABLE {{db}}.p (id INT NOT NULL PRIMARY KEY, name CHAR(8) NOT NULL) ENGINE=InnoDB',
+    'CREATE TABLE {{db}}.c (id INT NOT NULL PRIMARY KEY, pid INT NULL, note CHAR(8) NOT NULL, FOREIGN KEY (pid) REFERENCES {{db}}.p (id) ON DELETE CASCADE) ENGINE=InnoDB',
+  ];
+  const tombstones = (c: Connection, db: string) => textRows(c, `SELECT t.id, CAST(t._lww_ts AS CHAR) FROM lww_meta.${'`'}tomb__${db}__c${'`'} t ORDER BY t.id`);
+
+  it('a child row written concurrently with its parent delete goes on both nodes, tombstoned at its own version; a later write of its key lands', async () => {
+    const db = 'fkcascade';
+    const conns = await setupNodes(urls(), db, DDL, ['p', 'c']);
+    const [a, b] = conns as [Connection, Connection];
+    let rep = await startReplicator(urls());
+    await a.query(`INSERT INTO ${db}.p (id, name) VALUES (1, 'parent'), (2, 'other')`);
+    await a.query(`INSERT INTO ${db}.c (id, pid, note) VALUES (10, 1, 'child'), (11, 2, 'child')`);
+    await converged(conns, db, 'c');
+    await rep.stop();
+    const from = await binlogHeads(urls());
+    // B inserts child 13 under parent 1, older than its delete, which A never sees before it. A
+    // deletes parent 1 (its child 10 goes with it); later B, still holding it, updates child 10,
+    // re-points child 11 to it and inserts child 12 under it: all newer than the delete.
+    await b.query(`INSERT INTO ${db}.c (id, pid, note) VALUES (13, 1, 'early')`);
+    await pause();
+    await a.query(`DELETE FROM ${db}.p WHERE id = 1`);
+    await pause();
+    await b.query(`UPDATE ${db}.c SET note = 'late' WHERE id = 10`);
+    await b.query(`UPDATE ${db}.c SET pid = 1, note = 'moved' WHERE id = 11`);
+    await b.query(`INSERT INTO ${db}.c (id, pid, note) VALUES (12, 1, 'new')`);
+    const versions = await textRows(b, `SELECT id, CAST(_lww_ts AS CHAR) FROM ${db}.c ORDER BY id`);
+    rep = await startReplicator(urls());
+    try {
+      await converged(conns, db, 'p');
+      await converged(conns, db, 'c');
+      await eventually('the tombstones to converge', () => Promise.all(conns.map((c) => tombstones(c, db))), ([x, y]) => JSON.stringify(x) === JSON.stringify(y));
+      expect((await rep.status()).directions.map((d) => d.state)).toEqual(['streaming', 'streaming']);
+      for (const c of conns) {
+        expect(await textRows(c, `SELECT id FROM ${db}.p`)).toEqual(['2']);
+        expect(await textRows(c, `SELECT id FROM ${db}.c`)).toEqual([]);
+        // Each child's tombstone carries the version of its newest write: a replay is refused, a later write lands.
+        expect(await tombstones(c, db)).toEqual(versions);
+      }
+      const [logged] = await a.query<RowDataPacket[]>("SELECT COUNT(*) AS n FROM lww_meta.conflicts WHERE reason LIKE 'foreign key cascade:%'");
+      expect(Number(logged[0]!.n)).toBe(4);
+      // A later write of a child key lands on both nodes.
+      await b.query(`INSERT INTO ${db}.c (id, pid, note) VALUES (12, 2, 'again')`);
+      await eventually('the later child write to land', () => textRows(a, `SELECT id, pid, note FROM ${db}.c`), (rows) => rows.length === 1);
+      await converged(conns, db, 'c');
+      expect(await textRows(a, `SELECT id, pid, note FROM ${db}.c`)).toEqual(['12|2|again']);
+    } finally {
+      await rep.stop();
+    }
+    const report = await auditHistory({ nodes: urls(), from, tables: [`${db}.p`, `${db}.c`] });
+    expect(report.counts, JSON.stringify(report.findings, (_k, v) => (typeof v === 'bigint' ? String(v) : v))).toEqual({ lww_violation: 0, lost: 0, redundant: 0, inconsistent: 0 });
+    // Each of the four child writes, once on each node.
+    expect(report.foreignKeyCascades).toBe(8);
+    for (const c of conns) await c.end();
+  });
+
+  it('a parent deleted and written again in one transaction while the other node adds a child: the child stays on both', async () => {
+    const db = 'fkreplace';
+    const conns = await setupNodes(urls(), db, DDL, ['p', 'c']);
+    const [a, b] = conns as [Connection, Connection];
+    let rep = await startReplicator(urls());
+    await a.query(`INSERT INTO ${db}.p (id, name) VALUES (1, 'parent')`);
+    await a.query(`INSERT INTO ${db}.c (id, pid, note) VALUES (10, 1, 'child')`);
+    await converged(conns, db, 'c');
+    await rep.stop();
+    const from = await binlogHeads(urls());
+    // A deletes the parent row (its child 10 goes with it) and inserts it again in one transaction;
+    // B, not having seen it, adds child 11, which lands on A, where the parent exists again.
+    await a.query('BEGIN');
+    await a.query(`DELETE FROM ${db}.p WHERE id = 1`);
+    await a.query(`INSERT INTO ${db}.p (id, name) VALUES (1, 'replaced')`);
+    await a.query('COMMIT');
+    await pause();
+    await b.query(`INSERT INTO ${db}.c (id, pid, note) VALUES (11, 1, 'added')`);
+    rep = await startReplicator(urls());
+    try {
+      await converged(conns, db, 'p');
+      await converged(conns, db, 'c');
+      await eventually('the tombstones to converge', () => Promise.all(conns.map((c) => tombstones(c, db))), ([x, y]) => JSON.stringify(x) === JSON.stringify(y));
+      for (const c of conns) {
+        expect(await textRows(c, `SELECT id, name FROM ${db}.p`)).toEqual(['1|replaced']);
+        expect(await textRows(c, `SELECT id, pid, note FROM ${db}.c`)).toEqual(['11|1|added']);
+      }
+    } finally {
+      await rep.stop();
+    }
+    const report = await auditHistory({ nodes: urls(), from, tables: [`${db}.p`, `${db}.c`] });
+    expect(report.counts, JSON.stringify(report.findings, (_k, v) => (typeof v === 'bigint' ? String(v) : v))).toEqual({ lww_violation: 0, lost: 0, redundant: 0, inconsistent: 0 });
+    expect(report.foreignKeyCascades).toBe(0);
     for (const c of conns) await c.end();
   });
 });

@@ -154,4 +154,32 @@ describeEachEngine('UNIQUE values given up are remembered as claims', 1, (ctx) =
     expect(await textRows(conn, "SELECT JSON_EXTRACT(row_json, '$.id') FROM lww_meta.conflicts WHERE reason LIKE 'unique key clash%' ORDER BY 1")).toEqual(['2', '3']);
     expect(sink.stats().tables['uc5.t']).toMatchObject({ uniqueClashes: 2 });
   });
+
+  it('a UNIQUE swap replayed in source order whose steps name a deleted ON DELETE SET NULL parent lands with the reference cleared', async () => {
+    await conn.query('DROP DATABASE IF EXISTS lww_meta');
+    await freshDatabase(conn, 'uc6', [
+      'CREATE TABLE {{db}}.p (id INT NOT NULL PRIMARY KEY) ENGINE=InnoDB',
+      'CREATE TABLE {{db}}.c (id INT NOT NULL PRIMARY KEY, pid INT NULL, u VARCHAR(5) NOT NULL, UNIQUE KEY uq (u), FOREIGN KEY (pid) REFERENCES {{db}}.p (id) ON DELETE SET NULL) ENGINE=InnoDB',
+    ]);
+    await install({ url, nodeId: 2, tables: ['uc6.p', 'uc6.c'] });
+    await conn.query('INSERT INTO uc6.p (id) VALUES (1)');
+    await conn.query('DELETE FROM uc6.p WHERE id = 1');
+    await conn.query("INSERT INTO uc6.c (id, pid, u) VALUES (1, NULL, 'x'), (2, NULL, 'y')");
+    const base = (await versionOf('uc6', 'c', 2)) + 10_240n;
+    // The peer, which still held parent 1, swapped the two rows' values through a temporary one and
+    // pointed row 1 at the parent; the parent's delete (older) reached it after.
+    const step = (id: number, u: string, pid: number | null, at: bigint, from: string): Change => ({
+      schema: 'uc6',
+      table: 'c',
+      op: 'update',
+      before: { id, pid: null, u: from },
+      after: { id, pid, u },
+      version: at,
+    });
+    const sink = sinkFor();
+    await sink.write({ sourceId: 'peer', position: '1', changes: [step(1, 't', 1, base, 'x'), step(2, 'x', null, base + 1024n, 'y'), step(1, 'y', 1, base + 2048n, 't')] });
+    await sink.flush();
+    expect(await textRows(conn, 'SELECT id, COALESCE(pid, -1), u, CAST(_lww_ts AS CHAR) FROM uc6.c ORDER BY id')).toEqual([`1|-1|y|${base + 2048n}`, `2|-1|x|${base + 1024n}`]);
+    expect(await textRows(conn, "SELECT COUNT(*) > 0 FROM lww_meta.conflicts WHERE reason LIKE 'foreign key set null%'")).toEqual(['1']);
+  });
 });

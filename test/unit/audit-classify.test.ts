@@ -294,6 +294,20 @@ describe('writes the sink resolved', () => {
     expect(classifyHistory(history(del(1, v(10, A), v(10, A)))).counts.inconsistent).toBe(1);
   });
 
+  it('a child row gone with its CASCADE parent (a tombstone at its own version) is counted and delivers the write; unmarked it is a finding', () => {
+    // A's upsert reached B as a tombstone at the same version (B had deleted the parent), and B's own
+    // row was tombstoned at its own version when A's parent delete cascaded it there.
+    const dropped = { ...del(1, v(10, A)), cascaded: true as const };
+    const history = (w: KeyWrite) => nodes([local(up(1, v(10, A), 'a'))], [applied(w)]);
+    const marked = classifyHistory(history(dropped));
+    expect(marked.counts).toMatchObject({ lww_violation: 0, lost: 0, redundant: 0, inconsistent: 0 });
+    expect(marked).toMatchObject({ foreignKeyCascades: 1, delivered: 1 });
+    expect(classifyHistory(history(del(1, v(10, A)))).counts.inconsistent).toBe(1);
+    // Both sides of one child write of B: dropped on A, cascaded away on B by A's parent delete.
+    const both = nodes([applied({ ...del(1, v(10, B)), cascaded: true })], [local(up(1, v(10, B), 'b')), applied({ ...del(1, v(10, B), v(10, B)), cascaded: true })]);
+    expect(classifyHistory(both)).toMatchObject({ foreignKeyCascades: 2, delivered: 1, counts: { lww_violation: 0, lost: 0, redundant: 0, inconsistent: 0 } });
+  });
+
   it('a row written with its SET NULL foreign key cleared is counted; other values unmarked are inconsistent', () => {
     const cleared = { ...up(1, v(10, A), 'null'), setNull: true as const };
     const history = (w: KeyWrite) => nodes([local(up(1, v(10, A), 'parent-1'))], [applied(w)]);

@@ -1,0 +1,294 @@
+// Where the LWW apply meets a foreign key's referential action between replicated tables (apply.ts
+// calls in at three points; ON DELETE SET NULL is apply.ts nullDeletedParents):
+//
+// - A collated referenced key respelled ('abc' -> 'ABC' under a case-insensitive collation, 'a' ->
+//   'a ' under PAD SPACE): LWW gives the key the newest spelling, a key update equal to the old one
+//   under the collation, so every child reference still matches. ON UPDATE RESTRICT / NO ACTION
+//   would refuse it, CASCADE / SET NULL would change the children without a version (a peer keeps
+//   them as they were). So that one update runs with foreign-key checks off — only where the server
+//   finds the old and new values equal under the columns' collations — and the children keep the
+//   spelling they were written with, as on the node that wrote the parent.
+// - ON DELETE CASCADE and a child write that meets its parent's delete on the other node: on the
+//   node that wrote the child, the parent's delete (replicated) cascades the child away; on the node
+//   that deleted the parent, the child's write arrives to a missing parent. Both end without the
+//   row, with a tombstone at the child write's own version (a replay of it is refused, a later write
+//   of the key lands), logged in the conflict log (`foreign key cascade: …`, which the history audit
+//   reads) and counted (`foreignKeyCascades`).
+import type { ResultSetHeader, RowDataPacket } from 'mysql2/promise';
+import { tombstoneTableName } from '../model/names.ts';
+import type { TableMeta } from '../model/table.ts';
+import type { Dialect } from '../sql/dialect.ts';
+import { guardedDelete, keyPlaceholder, rowExists, type SqlValue, type Statement, type TableShape, type TombstoneShape, type UniqueValues, upsertTombstones } from '../sql/dml.ts';
+import {
+  COLUMN_EXISTS_SQL,
+  type CascadeChildShape,
+  countRespellable,
+  FOREIGN_KEY_CHECKS_OFF_SQL,
+  FOREIGN_KEYS_BY_DELETE_RULE_SQL,
+  lockCascadedChildren,
+  PRIMARY_KEY_COLUMNS_SQL,
+  REFERENCING_FOREIGN_KEYS_SQL,
+  RESTORE_FOREIGN_KEY_CHECKS_SQL,
+  type ReferencedColumns,
+  respellReferenced,
+  TABLE_EXISTS_SQL,
+  tombstoneCascadedChildren as tombstoneChildrenSql,
+} from '../sql/foreign-keys.ts';
+import type { KeyPlan } from './coalesce.ts';
+import type { TableCounters } from './stats.ts';
+
+/** A conflict-log row: the named columns of a row and the version it concerns (apply.ts logConflict). */
+export interface ConflictEntry {
+  sourceId: string;
+  reason: string;
+  version: bigint;
+  columns: readonly string[];
+  value: (column: string, i: number) => unknown;
+}
+
+/** What this module needs of the apply session (apply.ts builds it; no import back). */
+export interface ForeignKeyIo {
+  dialect: Dialect;
+  metaSchema: string;
+  run(table: string, stmt: Statement): Promise<ResultSetHeader>;
+  select(table: string, stmt: Statement): Promise<RowDataPacket[]>;
+  logConflict(table: { schema: string; table: string }, c: ConflictEntry): Promise<void>;
+  /** The connection must not be used again (a session setting could not be put back). */
+  discard(): void;
+}
+
+const ROWS_PER_STATEMENT = 500;
+
+interface CascadeChild extends CascadeChildShape {
+  tombstoneTable: string;
+}
+
+interface ParentForeignKeys {
+  /** Every column a foreign key references, with its position among the written columns; undefined when none can be respelled. */
+  referenced?: ReferencedColumns & { index: number[] };
+  /** Some foreign key's ON UPDATE action changes the children (CASCADE, SET NULL, SET DEFAULT). */
+  updateActs: boolean;
+  /** Installed tables whose rows go with a deleted row of this one (ON DELETE CASCADE). */
+  cascadeChildren: CascadeChild[];
+}
+
+interface CascadeKey {
+  name: string;
+  columns: string[];
+  parentSchema: string;
+  parentTable: string;
+  parentColumns: string[];
+}
+
+// Per table metadata object (a refresh after DDL makes a new one) and metadata schema.
+const parentCache = new WeakMap<TableMeta, Map<string, Promise<ParentForeignKeys>>>();
+const childCache = new WeakMap<TableMeta, Promise<CascadeKey[]>>();
+
+function shapeOf(meta: TableMeta): TableShape {
+  const keyPlaceholders = meta.primaryKey.map((k) => keyPlaceholder(meta.columns.find((c) => c.name === k)!));
+  return { schema: meta.schema, table: meta.table, columns: meta.writableColumns, primaryKey: meta.primaryKey, versionColumn: meta.versionColumn, keyPlaceholders };
+}
+
+function tombShapeOf(meta: TableMeta, metaSchema: string): TombstoneShape {
+  const s = shapeOf(meta);
+  return { metaSchema, tombstoneTable: meta.tombstoneTable, primaryKey: meta.primaryKey, versionColumn: meta.versionColumn, keyPlaceholders: s.keyPlaceholders };
+}
+
+function name(meta: TableMeta): string {
+  return `${meta.schema}.${meta.table}`;
+}
+
+async function loadParentForeignKeys(io: ForeignKeyIo, meta: TableMeta): Promise<ParentForeignKeys> {
+  const rows = await io.select(name(meta), { sql: REFERENCING_FOREIGN_KEYS_SQL, values: [meta.schema, meta.table] });
+  const byKey = new Map<string, { childSchema: string; childTable: string; deleteRule: string; updateRule: string; columns: { child: string; parent: string }[] }>();
+  for (const r of rows) {
+    const id = `${r.childSchema}\u0000${r.childTable}\u0000${r.name}`;
+    let fk = byKey.get(id);
+    if (!fk) {
+      fk = { childSchema: String(r.childSchema), childTable: String(r.childTable), deleteRule: String(r.deleteRule), updateRule: String(r.updateRule), columns: [] };
+      byKey.set(id, fk);
+    }
+    fk.columns.push({ child: String(r.childColumn), parent: String(r.parentColumn) });
+  }
+  const fks = [...byKey.values()];
+  const columns = [...new Set(fks.flatMap((fk) => fk.columns.map((c) => c.parent)))];
+  const metas = columns.map((c) => meta.columns.find((m) => m.name === c));
+  const index = columns.map((c) => meta.writableColumns.indexOf(c));
+  // Only a column with a collation can hold two spellings of one value; a generated one is the server's.
+  const referenced =
+    columns.length > 0 && metas.some((m) => m?.collation) && index.every((i) => i >= 0)
+      ? { columns, placeholders: metas.map((m) => keyPlaceholder(m!)), index }
+      : undefined;
+  const cascadeChildren: CascadeChild[] = [];
+  for (const fk of fks) {
+    if (fk.deleteRule !== 'CASCADE' || (fk.childSchema === meta.schema && fk.childTable === meta.table)) continue;
+    // Installed: the child has the version column and its tombstone table exists.
+    const tombstoneTable = tombstoneTableName(fk.childSchema, fk.childTable);
+    const [hasVersion, hasTomb] = await Promise.all([
+      io.select(name(meta), { sql: COLUMN_EXISTS_SQL, values: [fk.childSchema, fk.childTable, meta.versionColumn] }),
+      io.select(name(meta), { sql: TABLE_EXISTS_SQL, values: [io.metaSchema, tombstoneTable] }),
+    ]);
+    if (hasVersion.length === 0 || hasTomb.length === 0) continue;
+    const pk = await io.select(name(meta), { sql: PRIMARY_KEY_COLUMNS_SQL, values: [fk.childSchema, fk.childTable] });
+    cascadeChildren.push({ schema: fk.childSchema, table: fk.childTable, primaryKey: pk.map((r) => String(r.columnName)), versionColumn: meta.versionColumn, columns: fk.columns, tombstoneTable });
+  }
+  const updateActs = fks.some((fk) => fk.updateRule !== 'RESTRICT' && fk.updateRule !== 'NO ACTION');
+  return { ...(referenced ? { referenced } : {}), updateActs, cascadeChildren };
+}
+
+function parentForeignKeys(io: ForeignKeyIo, meta: TableMeta): Promise<ParentForeignKeys> {
+  let byMeta = parentCache.get(meta);
+  if (!byMeta) {
+    byMeta = new Map();
+    parentCache.set(meta, byMeta);
+  }
+  let p = byMeta.get(io.metaSchema);
+  if (!p) {
+    p = loadParentForeignKeys(io, meta);
+    byMeta.set(io.metaSchema, p);
+    // A failed load is not kept: the next batch asks again.
+    p.catch(() => byMeta.delete(io.metaSchema));
+  }
+  return p;
+}
+
+function cascadeKeys(io: ForeignKeyIo, meta: TableMeta): Promise<CascadeKey[]> {
+  let p = childCache.get(meta);
+  if (!p) {
+    p = io.select(name(meta), { sql: FOREIGN_KEYS_BY_DELETE_RULE_SQL, values: [meta.schema, meta.table, 'CASCADE'] }).then((rows) => {
+      const keys = new Map<string, CascadeKey>();
+      for (const r of rows) {
+        let fk = keys.get(String(r.name));
+        if (!fk) {
+          fk = { name: String(r.name), columns: [], parentSchema: String(r.parentSchema), parentTable: String(r.parentTable), parentColumns: [] };
+          keys.set(fk.name, fk);
+        }
+        fk.columns.push(String(r.columnName));
+        fk.parentColumns.push(String(r.parentColumn));
+      }
+      return [...keys.values()];
+    });
+    childCache.set(meta, p);
+    p.catch(() => childCache.delete(meta));
+  }
+  return p;
+}
+
+function chunks<T>(items: readonly T[], size: number): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
+  return out;
+}
+
+/**
+ * Gives the stored rows the incoming spelling of their referenced columns where the server finds
+ * it equal to the stored one (and the incoming version newer), with foreign-key checks off for that
+ * one statement; the upsert then finds nothing of them to change. `refused`: after a foreign key
+ * refused the upsert (ON UPDATE RESTRICT / NO ACTION); `before`: ahead of the upsert, only for a
+ * table whose foreign keys' ON UPDATE action would change the children. True when a row was respelled.
+ */
+export async function respellReferencedKeys(io: ForeignKeyIo, meta: TableMeta, keys: readonly KeyPlan[], when: 'refused' | 'before'): Promise<boolean> {
+  const fks = await parentForeignKeys(io, meta);
+  const refs = fks.referenced;
+  if (!refs || (when === 'before' && !fks.updateActs)) return false;
+  const shape = shapeOf(meta);
+  const rows = keys.filter((k) => k.upsert).map((k) => [...k.key, ...refs.index.map((i) => k.upsert!.row[i]!), k.upsert!.version.toString()]);
+  let respelled = false;
+  for (const part of chunks(rows, ROWS_PER_STATEMENT)) {
+    const [found] = await io.select(name(meta), countRespellable(shape, refs, part));
+    if (Number(found?.n ?? 0) === 0) continue;
+    await io.run(name(meta), { sql: FOREIGN_KEY_CHECKS_OFF_SQL, values: [] });
+    try {
+      const res = await io.run(name(meta), respellReferenced(shape, refs, part));
+      respelled ||= res.affectedRows > 0;
+    } finally {
+      await io.run(name(meta), { sql: RESTORE_FOREIGN_KEY_CHECKS_SQL, values: [] }).catch((err: unknown) => {
+        io.discard();
+        throw err;
+      });
+    }
+  }
+  return respelled;
+}
+
+/**
+ * An incoming row that an ON DELETE CASCADE foreign key refused because its parent is gone here (no
+ * row, a tombstone): the parent's delete cascades the row away on every node that held it, so it is
+ * not written; its key gets a tombstone at the row's version (an older stored row goes), logged and
+ * counted. False when no such parent was found (the foreign key error stands).
+ */
+export async function dropChildOfDeletedParent(io: ForeignKeyIo, meta: TableMeta, k: KeyPlan, counts: TableCounters): Promise<boolean> {
+  const up = k.upsert!;
+  const gone: string[] = [];
+  for (const fk of await cascadeKeys(io, meta)) {
+    const idx = fk.columns.map((c) => meta.writableColumns.indexOf(c));
+    if (idx.some((i) => i < 0 || up.row[i] === null)) continue;
+    const match: UniqueValues = {
+      columns: fk.parentColumns,
+      placeholders: fk.columns.map((c) => keyPlaceholder(meta.columns.find((m) => m.name === c)!)),
+      values: idx.map((i) => up.row[i]!),
+    };
+    const parent = `${fk.parentSchema}.${fk.parentTable}`;
+    if ((await io.select(parent, rowExists(fk.parentSchema, fk.parentTable, match))).length > 0) continue;
+    // The parent's tombstone table is keyed by its primary key: a foreign key to other columns
+    // cannot be checked there, and the error stands.
+    const deleted = await io.select(parent, rowExists(io.metaSchema, tombstoneTableName(fk.parentSchema, fk.parentTable), match)).catch(() => []);
+    if (deleted.length > 0) gone.push(`${fk.name} (${fk.columns.join(', ')})`);
+  }
+  if (gone.length === 0) return false;
+  const tombRow = [...k.key, up.version.toString()];
+  // Tombstone first, then the row (apply.ts: a local insert re-reads the tombstone after its row exists).
+  await io.run(name(meta), upsertTombstones(tombShapeOf(meta, io.metaSchema), [tombRow], io.dialect));
+  counts.deleted += (await io.run(name(meta), guardedDelete(shapeOf(meta), [tombRow]))).affectedRows;
+  counts.foreignKeyCascades++;
+  await io.logConflict(meta, {
+    sourceId: up.sourceId,
+    reason: `foreign key cascade: ${gone.join(', ')} named a deleted parent; the row goes with it`,
+    version: up.version,
+    columns: meta.writableColumns,
+    value: (_c, i) => up.row[i],
+  });
+  return true;
+}
+
+/**
+ * Before the guarded delete of a batch's keys (their tombstones are written): the rows to delete
+ * (key values then the delete's version). For a table with ON DELETE CASCADE children:
+ * - a key written again, newer, in the same batch (a REPLACE, a delete and a re-insert) is not
+ *   deleted, only overwritten by its upsert: deleting it would cascade children the deleting node
+ *   never saw, which reach it later and land there, as its parent exists again;
+ * - the child rows the delete will cascade are tombstoned first. The node that deleted the parent
+ *   removed every child it held (its trigger tombstoned them, and those tombstones came first in
+ *   this transaction), so a child still here was written concurrently; it gets a tombstone at its own
+ *   version — what the other node gives it when the write arrives to a missing parent
+ *   (dropChildOfDeletedParent) — logged and counted.
+ */
+export async function rowsToDelete(io: ForeignKeyIo, meta: TableMeta, keys: readonly KeyPlan[], sourceId: string, counts: TableCounters): Promise<SqlValue[][]> {
+  const fks = await parentForeignKeys(io, meta);
+  const doomed = fks.cascadeChildren.length === 0 ? keys : keys.filter((k) => !(k.upsert && k.upsert.version > k.deleteVersion!));
+  const rows = doomed.map((k) => [...k.key, k.deleteVersion!.toString()]);
+  if (rows.length > 0) await tombstoneCascadedChildren(io, meta, fks.cascadeChildren, rows, sourceId, counts);
+  return rows;
+}
+
+async function tombstoneCascadedChildren(io: ForeignKeyIo, meta: TableMeta, children: readonly CascadeChild[], rows: readonly SqlValue[][], sourceId: string, counts: TableCounters): Promise<void> {
+  const shape = shapeOf(meta);
+  for (const child of children) {
+    const childName = `${child.schema}.${child.table}`;
+    for (const part of chunks(rows, ROWS_PER_STATEMENT)) {
+      const found = await io.select(childName, lockCascadedChildren(shape, child, part));
+      if (found.length === 0) continue;
+      await io.run(childName, tombstoneChildrenSql(shape, child, { metaSchema: io.metaSchema, tombstoneTable: child.tombstoneTable }, part, io.dialect));
+      counts.foreignKeyCascades += found.length;
+      for (const r of found) {
+        await io.logConflict(child, {
+          sourceId,
+          reason: `foreign key cascade: removed with its parent ${name(meta)}, deleted on another node`,
+          version: BigInt(r._lww_v as string),
+          columns: child.primaryKey,
+          value: (c) => r[c],
+        });
+      }
+    }
+  }
+}

@@ -1,0 +1,50 @@
+import { describe, expect, it } from 'vitest';
+import { countRespellable, lockCascadedChildren, respellReferenced, tombstoneCascadedChildren } from '../../src/sql/foreign-keys.ts';
+
+const CI = 'CAST(? AS CHAR CHARACTER SET utf8mb4) COLLATE utf8mb4_general_ci';
+const INT = 'CAST(? AS SIGNED)';
+const V = 'CAST(? AS DECIMAL(20,0))';
+const parent = { schema: 'db', table: 'p', columns: ['id', 'name', '_lww_ts'], primaryKey: ['id'], versionColumn: '_lww_ts', keyPlaceholders: [CI] };
+const refs = { columns: ['id'], placeholders: [CI] };
+
+describe('a collated referenced key respelled', () => {
+  const derived = `(SELECT ${CI} AS \`_lww_k0\`, ${CI} AS \`_lww_r0\`, ${V} AS \`_lww_v\` UNION ALL SELECT ${CI}, ${CI}, ${V}) AS \`_lww_n\``;
+  const where = '`db`.`p`.`_lww_ts` < `_lww_n`.`_lww_v` AND `db`.`p`.`id` = `_lww_n`.`_lww_r0` AND (CAST(`db`.`p`.`id` AS BINARY) <> CAST(`_lww_n`.`_lww_r0` AS BINARY))';
+  const rows = [
+    ['ABC', 'ABC', '20'],
+    ['x', 'x', '30'],
+  ];
+  it('touches only older rows whose referenced columns are equal under the collation and differ in bytes', () => {
+    expect(respellReferenced(parent, refs, rows)).toEqual({
+      sql: `UPDATE \`db\`.\`p\` JOIN ${derived} ON \`db\`.\`p\`.\`id\` = \`_lww_n\`.\`_lww_k0\` SET \`db\`.\`p\`.\`id\` = \`_lww_n\`.\`_lww_r0\` WHERE ${where}`,
+      values: ['ABC', 'ABC', '20', 'x', 'x', '30'],
+    });
+    expect(countRespellable(parent, refs, rows).sql).toBe(`SELECT COUNT(*) AS \`n\` FROM \`db\`.\`p\` JOIN ${derived} ON \`db\`.\`p\`.\`id\` = \`_lww_n\`.\`_lww_k0\` WHERE ${where} FOR UPDATE`);
+  });
+  it('refuses rows of the wrong width', () => {
+    expect(() => respellReferenced(parent, refs, [['a', '1']])).toThrow(/binds 3/);
+  });
+});
+
+describe('the children a parent delete cascades', () => {
+  const child = { schema: 'db', table: 'c', primaryKey: ['id'], versionColumn: '_lww_ts', columns: [{ child: 'pid', parent: 'id' }] };
+  const from =
+    `FROM (SELECT ${CI} AS \`_lww_k0\`, ${V} AS \`_lww_v\`) AS \`_lww_n\` JOIN \`db\`.\`p\` ON \`db\`.\`p\`.\`id\` = \`_lww_n\`.\`_lww_k0\`` +
+    ' JOIN `db`.`c` ON `db`.`c`.`pid` = `db`.`p`.`id` WHERE `db`.`p`.`_lww_ts` < `_lww_n`.`_lww_v`';
+  it('are read with a lock, with their versions', () => {
+    expect(lockCascadedChildren(parent, child, [['abc', '99']])).toEqual({ sql: `SELECT \`db\`.\`c\`.\`id\`, \`db\`.\`c\`.\`_lww_ts\` AS \`_lww_v\` ${from} FOR UPDATE`, values: ['abc', '99'] });
+  });
+  it('get tombstones at their own versions, never lowered', () => {
+    const into = 'INSERT INTO `lww_meta`.`tomb__db__c` (`id`, `_lww_ts`) SELECT * FROM (SELECT `db`.`c`.`id`, `db`.`c`.`_lww_ts` AS `_lww_ts` ';
+    expect(tombstoneCascadedChildren(parent, child, { metaSchema: 'lww_meta', tombstoneTable: 'tomb__db__c' }, [['abc', '99']], 'mysql')).toEqual({
+      sql:
+        `${into}${from}) AS \`_lww_h\` ON DUPLICATE KEY UPDATE \`id\` = IF(\`_lww_h\`.\`_lww_ts\` > \`lww_meta\`.\`tomb__db__c\`.\`_lww_ts\`, \`_lww_h\`.\`id\`, \`lww_meta\`.\`tomb__db__c\`.\`id\`),` +
+        ' `_lww_ts` = GREATEST(`lww_meta`.`tomb__db__c`.`_lww_ts`, `_lww_h`.`_lww_ts`)',
+      values: ['abc', '99'],
+    });
+    expect(tombstoneCascadedChildren(parent, child, { metaSchema: 'lww_meta', tombstoneTable: 'tomb__db__c' }, [['abc', '99']], 'mariadb').sql).toContain('GREATEST(`lww_meta`.`tomb__db__c`.`_lww_ts`, VALUES(`_lww_ts`))');
+  });
+  it('bind one key per parent row', () => {
+    expect(lockCascadedChildren({ ...parent, keyPlaceholders: [INT] }, child, [['1', '5'], ['2', '6']]).values).toEqual(['1', '5', '2', '6']);
+  });
+});
