@@ -15,6 +15,7 @@ import { InvalidOptionsError, LwwError, UnknownTableError } from '../errors.ts';
 import { tombstoneTableName } from '../model/names.ts';
 import type { TableMeta } from '../model/table.ts';
 import {
+  ASKED_ALIAS,
   type ChunkTarget,
   chunkBoundarySql,
   chunkChecksumSql,
@@ -26,6 +27,7 @@ import {
   MARIADB_JSON_CHECKS_SQL,
   termAlias,
   termRowsByKeySql,
+  termRowsForEachKeySql,
   VERSION_ALIAS,
 } from '../sql/checksum.ts';
 import { bindKeyValue } from '../sql/column-read.ts';
@@ -132,6 +134,8 @@ interface TableStats {
 
 const UNORDERED_KEY_TYPES = new Set(['enum', 'set']);
 const LOOKUP_BATCH = 500;
+/** Keys per lookup statement (one SELECT per key, see termRowsForEachKeySql). */
+const LOOKUP_PER_STATEMENT = 100;
 
 function sameRow(a: FetchedRow | undefined, b: FetchedRow | undefined): boolean {
   if (!a || !b) return a === b;
@@ -376,8 +380,15 @@ class StateChecker {
       const list = [...keys.values()].map((c) => c.row);
       rows ??= await this.lookup(dataSide, [0, ...others], list, report);
       tombs ??= tombSide ? await this.lookup(tombSide, [0, ...others], list, report) : [];
+      // Spellings of one key ('alpha' on one node, 'ALPHA' on another) that found the same stored
+      // rows and tombstones are one key: judged once.
+      const seen = new Set<string>();
       for (const [k, c] of keys) {
+        const stored = [0, ...others].flatMap((n) => [rows[n]?.get(k)?.keyText ?? null, tombs[n]?.get(k)?.keyText ?? null]);
+        const found = stored.some((t) => t !== null) ? JSON.stringify(stored) : k;
         for (const i of c.pairs) {
+          if (seen.has(`${i}:${found}`)) continue;
+          seen.add(`${i}:${found}`);
           const a = effectiveState(rows[0]?.get(k), tombs[0]?.get(k)?.version);
           const b = effectiveState(rows[i]?.get(k), tombs[i]?.get(k)?.version);
           if (await explainedByGc(i, a, b)) collectedTombstones++;
@@ -421,7 +432,9 @@ class StateChecker {
         onDiff: async (maps, differing) => {
           // Tombstones that differ; a stale one below its row's version explains the chunk but is no finding.
           const { keys, explained } = differingKeys(maps, differing, (a, b) => a?.version === b?.version);
-          await judgeKeys(keys, differing, undefined, maps);
+          // Tombstones looked up by key, not taken from the chunk: a node's tombstone may spell the key
+          // otherwise (the chunk maps hold exact spellings).
+          await judgeKeys(keys, differing);
           return explained;
         },
         onUnexplained: (range, i, a, b) => unexplained(tombSide, range, i, a, b),
@@ -553,7 +566,11 @@ class StateChecker {
     return map;
   }
 
-  /** The rows of the given keys on the given nodes (index → map; other nodes undefined). */
+  /**
+   * The rows of the given keys on the given nodes (index → map; other nodes undefined), each under
+   * the asked key's text: the stored row may spell the key differently where the server calls the
+   * spellings one key (a tombstone 'alpha' beside the row 'ALPHA' under a case-insensitive collation).
+   */
   private async lookup(side: Side, nodes: number[], keys: FetchedRow[], report: TableStateReport): Promise<Array<RowMap | undefined>> {
     const out: Array<RowMap | undefined> = [];
     await Promise.all(
@@ -561,15 +578,12 @@ class StateChecker {
         const map: RowMap = new Map();
         out[node] = map;
         if (!side.columns[node]) return;
-        for (let i = 0; i < keys.length; i += LOOKUP_BATCH) {
-          const batch = keys.slice(i, i + LOOKUP_BATCH);
-          const sql = termRowsByKeySql(side.target, this.termColumns(side, node), side.versionColumn, batch.length);
+        for (let i = 0; i < keys.length; i += LOOKUP_PER_STATEMENT) {
+          const batch = keys.slice(i, i + LOOKUP_PER_STATEMENT);
+          const sql = termRowsForEachKeySql(side.target, this.termColumns(side, node), side.versionColumn, batch.length);
           const rows = await this.query(node, sql, batch.flatMap((k) => k.params));
           report.rowsFetched += rows.length;
-          for (const raw of rows) {
-            const row = this.parseRow(side, raw);
-            map.set(row.keyText, row);
-          }
+          for (const raw of rows) map.set(batch[Number(raw[ASKED_ALIAS])]!.keyText, this.parseRow(side, raw));
         }
       }),
     );

@@ -247,6 +247,23 @@ export function termRowsByKeySql(target: ChunkTarget, columns: readonly Checksum
   return `SELECT ${rowReadList(target, columns, versionColumn)} FROM ${quoteTable(target.schema, target.table)} WHERE ${keysWhere(target, keys)}`;
 }
 
+/** Alias of the position of the asked key a row of termRowsForEachKeySql answers. */
+export const ASKED_ALIAS = '_lww_asked';
+
+/**
+ * As termRowsByKeySql, each row tagged with the position of the asked key it answers (ASKED_ALIAS):
+ * one SELECT per key, so a stored row answers every asked key the server calls equal to it ('alpha'
+ * asked, 'ALPHA' stored under a case-insensitive collation; both spellings asked, both answered).
+ * Bound values: the keys' values, key after key.
+ */
+export function termRowsForEachKeySql(target: ChunkTarget, columns: readonly ChecksumColumn[], versionColumn: string, keys: number): string {
+  if (keys < 1) throw new Error('a read by key needs at least one key');
+  const list = rowReadList(target, columns, versionColumn);
+  const from = quoteTable(target.schema, target.table);
+  const where = keysWhere(target, 1);
+  return Array.from({ length: keys }, (_, i) => `SELECT ${i} AS ${ASKED_ALIAS}, ${list} FROM ${from} WHERE ${where}`).join(' UNION ALL ');
+}
+
 /**
  * Keys of a range of the tombstone table whose row is still visible in the data table with a version
  * at or below the tombstone's (a row LWW says is deleted): the key read exactly (keyParamAlias).

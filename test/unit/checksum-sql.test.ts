@@ -14,6 +14,7 @@ import {
   rowsByKeySql,
   rowTextSql,
   termRowsByKeySql,
+  termRowsForEachKeySql,
 } from '../../src/sql/checksum.ts';
 
 const col = (name: string, dataType: string, columnType = dataType, json = false) => ({ name, dataType, columnType, json });
@@ -128,6 +129,11 @@ describe('chunk statements', () => {
         ' FROM `db`.`t` FORCE INDEX (PRIMARY) WHERE `f` <= CAST(? AS FLOAT) ORDER BY `f`',
     );
     expect(termRowsByKeySql(single, [col('id', 'int')], 'v', 2)).toBe('SELECT `id` AS _lww_p0, `id` AS _lww_t0, `v` AS _lww_v FROM `db`.`t` WHERE `id` IN (?, ?)');
+    // One SELECT per asked key, tagged with its position: a stored row answers every spelling asked.
+    expect(termRowsForEachKeySql(single, [col('id', 'int')], 'v', 2)).toBe(
+      'SELECT 0 AS _lww_asked, `id` AS _lww_p0, `id` AS _lww_t0, `v` AS _lww_v FROM `db`.`t` WHERE `id` IN (?)' +
+        ' UNION ALL SELECT 1 AS _lww_asked, `id` AS _lww_p0, `id` AS _lww_t0, `v` AS _lww_v FROM `db`.`t` WHERE `id` IN (?)',
+    );
     expect(rowsByKeySql(single, ['id', 'v'], 3)).toBe('SELECT `id`, `v` FROM `db`.`t` WHERE `id` IN (?, ?, ?)');
     expect(rowsByKeySql({ ...composite, key: composite.key.slice(0, 2) }, ['a', 'b'], 2)).toBe(
       'SELECT `a`, `b` FROM `db`.`t` WHERE (`a` = ? AND `b` = ?) OR (`a` = ? AND `b` = ?)',
