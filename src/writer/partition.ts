@@ -43,12 +43,12 @@ export interface Partition {
 
 /** Folds text at least as coarsely as any collation compares it: case, accents, trailing spaces. */
 function foldText(s: string): string {
-  // ASCII (digits of an integer key, most names) has no marks and no compatibility forms.
+  // Printable ASCII (digits of an integer key, most names) has no marks and no compatibility forms.
   if (ASCII.test(s)) return s.toLowerCase().replace(/ +$/, '');
   return s.normalize('NFKD').replace(/\p{M}/gu, '').toLowerCase().replace(/ +$/, '');
 }
 
-const ASCII = /^[\x00-\x7f]*$/;
+const ASCII = /^[ -~]*$/;
 
 function encodeValue(v: unknown): string {
   if (typeof v === 'string') return `s${foldText(v)}`;
