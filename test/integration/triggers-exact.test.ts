@@ -184,7 +184,8 @@ describeEachEngine('install and triggers: cascades, atomic triggers, tombstone D
       return { row: row ? BigInt(row.v) : undefined, tomb: tomb ? BigInt(tomb.v) : undefined };
     };
     const waitForLockWait = async () => {
-      for (let i = 0; i < 200; i++) {
+      // Up to 20 s: on a loaded machine the application's statement can take seconds to reach the lock.
+      for (let i = 0; i < 800; i++) {
         const [[r]] = await admin.query<RowDataPacket[]>("SELECT COUNT(*) AS n FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'");
         if (Number(r!.n) > 0) return;
         await new Promise((res) => setTimeout(res, 25));
