@@ -294,8 +294,17 @@ function toHistory(
   // incoming change's spelling ('beta') and deletes the stored row of that key ('BETA'), so a
   // delete whose own spelling has no tombstone at or above the removed row takes one of another
   // spelling first (collateKeys later asks the server which spellings really are one key).
+  // Only tombstones of a spelling no row delete of this transaction has: those belong to their own deletes.
+  const deletedSpellings = new Set<string>();
+  for (const c of txn.changes) {
+    const info = session.tables.get(`${c.schema}.${c.table}`);
+    if (!info || !c.before || c.op === 'insert') continue;
+    if (c.op === 'update' && keyImage(info, c.before).text === keyImage(info, c.after!).text) continue;
+    deletedSpellings.add(keyIdOf(info.name, keyImage(info, c.before).text));
+  }
   const folded = new Map<string, Array<{ info: TableInfo; image: KeyImage; version: bigint; used: boolean }>>();
-  for (const list of tombstones.values()) {
+  for (const [spelling, list] of tombstones) {
+    if (deletedSpellings.has(spelling)) continue;
     for (const t of list) {
       const id = keyIdOf(t.info.name, foldedKeyText(t.info, t.image));
       const same = folded.get(id) ?? [];
