@@ -40,7 +40,7 @@
 -- Secondary UNIQUE keys with a claim table (src/model/table.ts ClaimIndex): a local write that gives
 -- a value up (update off it, delete) records the value, the row's key and the version it held it at
 -- ({{release_claims_of_updated}}, {{release_claims_of_deleted}}); a local write that takes a value
--- is stamped above every claim of it ({{lock_claims_of_new}}, {{lock_claims_of_changed}}; locking
+-- is stamped above every claim of it ({{lock_claims_of_new}}, {{lock_claims_of_changed}}, {{recheck_claims_of_new}}; locking
 -- reads, re-checked after the insert like the tombstone), so it never loses to a claim it has seen.
 -- Empty for a table without claim tables.
 
@@ -95,10 +95,7 @@ BEGIN
     IF lww_prev >= NEW.{{version}} THEN
       SIGNAL SQLSTATE '40001' SET MESSAGE_TEXT = 'lww: a replicated delete of this key committed while the insert ran; retry the transaction';
     END IF;
-{{lock_claims_of_new}}
-    IF lww_prev >= NEW.{{version}} THEN
-      SIGNAL SQLSTATE '40001' SET MESSAGE_TEXT = 'lww: a replicated claim of this UNIQUE value committed while the insert ran; retry the transaction';
-    END IF;
+{{recheck_claims_of_new}}
   END IF;
 END
 ;

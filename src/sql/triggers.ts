@@ -183,9 +183,14 @@ function claimFragments(target: TriggerTarget): Record<string, string> {
       ` ON DUPLICATE KEY UPDATE ${[...owners.map((o, i) => `${quoteIdent(o)} = IF(${newer}, OLD.${quoteIdent(target.primaryKey[i]!)}, ${table}.${quoteIdent(o)})`), `${cv} = GREATEST(${table}.${cv}, OLD.${version})`].join(', ')};`;
     return { lock, unchanged, held, record };
   });
-  if (parts.length === 0) return { lock_claims_of_new: '', lock_claims_of_changed: '', release_claims_of_updated: '', release_claims_of_deleted: '' };
+  if (parts.length === 0) return { lock_claims_of_new: '', recheck_claims_of_new: '', lock_claims_of_changed: '', release_claims_of_updated: '', release_claims_of_deleted: '' };
+  const lockAll = parts.map((p) => `    ${p.lock}`).join('\n');
   return {
-    lock_claims_of_new: parts.map((p) => `    ${p.lock}`).join('\n'),
+    lock_claims_of_new: lockAll,
+    // After the insert: a claim committed since the BEFORE trigger's read (no gap lock under READ COMMITTED).
+    recheck_claims_of_new:
+      `${lockAll}\n    IF lww_prev >= NEW.${version} THEN\n` +
+      "      SIGNAL SQLSTATE '40001' SET MESSAGE_TEXT = 'lww: a replicated claim of this UNIQUE value committed while the insert ran; retry the transaction';\n    END IF;",
     lock_claims_of_changed: parts.map((p) => `    IF NOT (${p.unchanged}) THEN\n      ${p.lock}\n    END IF;`).join('\n'),
     // After the update: the values given up are recorded; a value taken is checked again against
     // claims committed since the BEFORE trigger's read (READ COMMITTED takes no gap lock there).
