@@ -250,14 +250,14 @@ function keptReferences(target: TriggerTarget): { fragments: Record<string, stri
       check_kept_references: cascades
         .map(
           (c, i) =>
-            `\n    IF ${left(i)} THEN\n      SET ${left(i)} = NULL;\n      IF NOT EXISTS (${children(c)}) THEN\n` +
+            `\n    IF ${left(i)} THEN\n      SET ${left(i)} = NULL;\n      IF NOT EXISTS (${children(c)}) THEN\n        SET ${note(i)} = NULL;\n` +
             "        SIGNAL SQLSTATE '40001' SET MESSAGE_TEXT = 'lww: a REPLACE note of another statement begun in the same microsecond met this delete; retry the statement';\n" +
             '      END IF;\n    END IF;',
         )
         .join(''),
     },
     unlessKept: (i, action) =>
-      `    IF ${note(i)} <=> ${values('OLD', cascades[i]!)} THEN\n      SET ${left(i)} = EXISTS (${children(cascades[i]!)});\n    ELSE\n${action.replace(/^/gm, '  ')}\n    END IF;`,
+      `    IF ${note(i)} <=> ${values('OLD', cascades[i]!)} THEN\n      SET ${left(i)} = EXISTS (${children(cascades[i]!)});\n    ELSE\n      SET ${left(i)} = NULL;\n${action.replace(/^/gm, '  ')}\n    END IF;`,
   };
 }
 
