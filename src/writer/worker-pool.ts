@@ -21,6 +21,14 @@ import { coalesce } from './coalesce.ts';
 import { splitOps } from './partition-keys.ts';
 import type { KeyOp } from './prepare.ts';
 
+/** What the apply workers are doing, for the progress watchdog: statements completed, and the ones running now. */
+export class ApplyProgress {
+  statements = 0;
+  lastStatementAtMs: number | undefined;
+  /** Per worker, the statement it runs now. */
+  readonly inFlight = new Map<number, { what: string; since: number; connectionId: number | undefined }>();
+}
+
 /** A source's progress in a window: where its last transaction ends. */
 export type WindowAdvance = Omit<CheckpointAdvance, 'worker'>;
 
@@ -37,6 +45,8 @@ export interface WorkerPoolOptions {
   onRetry(): void;
   /** A worker without changes of a source advances its row at least this often; default 1000. */
   idleCheckpointMs?: number;
+  /** Told of every statement's start and end (the progress watchdog). */
+  progress?: ApplyProgress;
 }
 
 export interface WindowContext {
@@ -75,6 +85,7 @@ class ApplyWorker {
     const { retry } = this.o;
     const commit: WorkerCommit = { worker: this.index, advances, rows: ops.length };
     const { beforeCommit, commitSent, afterCommit } = ctx.hooks ?? {};
+    const progress = this.o.progress;
     for (let attempt = 1; ; attempt++) {
       // After abort() nothing commits: no new attempt, no reconnect.
       if (this.o.signal.aborted) throw new SinkClosedError();
@@ -97,6 +108,7 @@ class ApplyWorker {
             maxPacketBytes: ctx.maxPacketBytes,
             ...(beforeCommit ? { beforeCommit: () => beforeCommit(commit) } : {}),
             ...(commitSent ? { commitSent: () => commitSent(commit) } : {}),
+            ...(progress ? { track: this.tracker(progress, this.conn) } : {}),
           },
           plans,
           advances,
@@ -130,6 +142,18 @@ class ApplyWorker {
         );
       }
     }
+  }
+
+  private tracker(progress: ApplyProgress, conn: Connection): (what: string) => (ok: boolean) => void {
+    return (what) => {
+      progress.inFlight.set(this.index, { what, since: Date.now(), connectionId: conn.threadId ?? undefined });
+      return (ok) => {
+        progress.inFlight.delete(this.index);
+        if (!ok) return;
+        progress.statements++;
+        progress.lastStatementAtMs = Date.now();
+      };
+    };
   }
 
   destroy(): void {
