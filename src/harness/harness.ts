@@ -133,7 +133,7 @@ const MARK_SCHEMA = HARNESS_SCHEMA;
 /** Why a run failed, one reason a line; empty when it passed (converged, as expected, no audit finding, every outcome decided). */
 export function failureReasons(r: HarnessResult): string[] {
   const out: string[] = [];
-  for (const s of r.stuck) out.push(`replication stalled: ${describeStuck(s)}`);
+  for (const s of r.stuck ?? []) out.push(`replication stalled: ${describeStuck(s)}`);
   if (!r.converged) out.push(`the nodes did not converge (${r.divergedKeys} diverged keys)`);
   const keys = new Set(r.expectationMismatches.map((m) => m.key)).size;
   if (keys > 0) out.push(`${keys} keys differ from the state the writers' committed transactions imply`);

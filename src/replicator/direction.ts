@@ -370,7 +370,7 @@ export class Direction {
         done = true;
         const report = await this.stallReport(sink, capture, verdict.stuckForMs, verdict.pending, timeoutMs);
         // The stuck sessions go, with their locks (the checkpoint rows among them): else the restart waits on them.
-        const ids = (report.sink?.inFlight ?? []).map((f) => f.connectionId).filter((id): id is number => id !== undefined);
+        const ids = [...new Set([...(report.sink?.inFlight ?? []), ...(report.sink?.looping ?? [])].map((f) => f.connectionId).filter((id): id is number => id !== undefined))];
         if (ids.length > 0) report.target.push((await within(this.endSessions(ids), PROBE_TIMEOUT_MS)) ?? `ending connections ${ids.join(', ')} timed out`);
         const repeated = stallIsRepeated(this.commitsAtLastStall, this.commits);
         this.stalls++;
@@ -457,6 +457,7 @@ export class Direction {
         applying: p.applying,
         msSinceLastStatement: p.lastStatementAtMs === undefined ? undefined : Date.now() - p.lastStatementAtMs,
         inFlight: p.inFlight,
+        looping: p.looping,
       },
       target: ids.length === 0 ? [] : ((await within(this.targetSessions(ids), PROBE_TIMEOUT_MS)) ?? ['its sessions could not be read']),
     };

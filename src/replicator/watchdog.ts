@@ -4,7 +4,9 @@
 //
 // Progress is anything that moves: the position read from the source's binlog, the checkpoint the
 // target committed, or an apply statement completing (a large transaction being applied commits
-// rarely but completes statements all the time). Work is pending when the source's binlog head is
+// rarely but completes statements all the time) — within its transaction's statement budget: a
+// transaction that runs statement after statement far past what its rows need is looping, and
+// those statements are no progress (the sink's progress() leaves them out). Work is pending when the source's binlog head is
 // past what was read, or capture or the sink hold read-but-unapplied work. An idle source has no
 // pending work, so it never trips the watchdog however long nothing moves.
 
@@ -115,7 +117,15 @@ export interface StallReport {
   sourceHead: string | undefined;
   statements: number;
   capture?: { queued: number; paused: boolean; handlerBusyMs: number | undefined; msSinceLastEvent: number | undefined };
-  sink?: { pendingTransactions: number; pendingRows: number; applying: boolean; msSinceLastStatement: number | undefined; inFlight: InFlightStatement[] };
+  sink?: {
+    pendingTransactions: number;
+    pendingRows: number;
+    applying: boolean;
+    msSinceLastStatement: number | undefined;
+    inFlight: InFlightStatement[];
+    /** Workers running statement after statement in one transaction past its budget. */
+    looping?: Array<{ worker: number; statements: number; rows: number; forMs: number; last: string | undefined; connectionId?: number | undefined }>;
+  };
   /** The target's view of the in-flight statements' sessions (processlist, lock waits), one line each. */
   target: string[];
 }
@@ -129,6 +139,12 @@ const secs = (ms: number | undefined) => (ms === undefined ? '?' : `${(ms / 1000
 
 /** What the stall waited on, as far as the sample tells. */
 export function waitingOn(r: StallReport): string {
+  const looping = r.sink?.looping ?? [];
+  if (looping.length > 0) {
+    return looping
+      .map((l) => `apply worker ${l.worker} loops: ${l.statements} statements in one target transaction of ${l.rows} rows over ${secs(l.forMs)} without committing (the last: ${l.last ?? '?'}; target connection ${l.connectionId ?? '?'})`)
+      .join('; ');
+  }
   const inFlight = r.sink?.inFlight ?? [];
   if (inFlight.length > 0) {
     return inFlight.map((f) => `apply worker ${f.worker} statement ${f.what} in flight for ${secs(f.forMs)} (target connection ${f.connectionId ?? '?'})`).join('; ');

@@ -26,7 +26,7 @@ import { loadTableMeta, TableMetadataCache } from './table-metadata.ts';
 import type { SqlValue } from './values.ts';
 import { setPartitionKeys } from './partition-keys.ts';
 import { alignWorkerRows, readWorkerRows, resumePoint } from './worker-checkpoints.ts';
-import { ApplyProgress, type WindowAdvance, type WorkerCommit, WorkerPool } from './worker-pool.ts';
+import { ApplyProgress, statementBudget, type WindowAdvance, type WorkerCommit, WorkerPool } from './worker-pool.ts';
 import { killProcessAt } from '../failpoints/failpoints.ts';
 
 /** sinkKillCommitInFlight: how long the thread holds still after sending COMMIT, so the server commits while its reply stays unread. */
@@ -49,6 +49,8 @@ export interface SinkProgress {
   lastStatementAtMs: number | undefined;
   /** Statements running now: worker, what (verb and table, or COMMIT), for how long, on which target connection id. */
   inFlight: Array<{ worker: number; what: string; forMs: number; connectionId: number | undefined }>;
+  /** Workers whose target transaction ran past its statement budget (worker-pool.ts statementBudget): a loop, not progress. */
+  looping: Array<{ worker: number; statements: number; rows: number; forMs: number; last: string | undefined; connectionId: number | undefined }>;
   /** Source transactions accepted and not committed, and their rows. */
   pendingTransactions: number;
   pendingRows: number;
@@ -284,6 +286,9 @@ class LwwSink implements Sink {
       statements: p.statements,
       lastStatementAtMs: p.lastStatementAtMs,
       inFlight: [...p.inFlight].map(([worker, f]) => ({ worker, what: f.what, forMs: now - f.since, connectionId: f.connectionId })),
+      looping: [...p.attempts]
+        .filter(([, a]) => a.statements > statementBudget(a.rows))
+        .map(([worker, a]) => ({ worker, statements: a.statements, rows: a.rows, forMs: now - a.since, last: a.last, connectionId: a.connectionId })),
       pendingTransactions: this.pending.length,
       pendingRows: this.pendingRows,
       applying: this.running !== null,

@@ -21,12 +21,27 @@ import { coalesce } from './coalesce.ts';
 import { splitOps } from './partition-keys.ts';
 import type { KeyOp } from './prepare.ts';
 
-/** What the apply workers are doing, for the progress watchdog: statements completed, and the ones running now. */
+/**
+ * The most statements one target transaction of `rows` changes can legitimately take: a few per
+ * table and chunk, a handful more per row on the slow paths (UNIQUE clashes replayed one row at a
+ * time, foreign keys, the conflict log). A transaction past it is looping, not working.
+ */
+export function statementBudget(rows: number): number {
+  return 256 + 64 * rows;
+}
+
+/**
+ * What the apply workers are doing, for the progress watchdog: statements completed (within their
+ * transaction's budget: a loop of statements is no progress), the ones running now, and each
+ * worker's current transaction attempt.
+ */
 export class ApplyProgress {
   statements = 0;
   lastStatementAtMs: number | undefined;
   /** Per worker, the statement it runs now. */
   readonly inFlight = new Map<number, { what: string; since: number; connectionId: number | undefined }>();
+  /** Per worker, its transaction attempt now: statements completed in it, its rows, its last statement. */
+  readonly attempts = new Map<number, { statements: number; rows: number; since: number; last: string | undefined; connectionId: number | undefined }>();
 }
 
 /** A source's progress in a window: where its last transaction ends. */
@@ -108,16 +123,18 @@ class ApplyWorker {
             maxPacketBytes: ctx.maxPacketBytes,
             ...(beforeCommit ? { beforeCommit: () => beforeCommit(commit) } : {}),
             ...(commitSent ? { commitSent: () => commitSent(commit) } : {}),
-            ...(progress ? { track: this.tracker(progress, this.conn) } : {}),
+            ...(progress ? { track: this.tracker(progress, this.conn, ops.length) } : {}),
           },
           plans,
           advances,
         );
+        progress?.attempts.delete(this.index);
         afterCommit?.(commit);
         const now = Date.now();
         for (const a of advances) this.advanced.set(a.sourceId, { at: now, seq: a.seq });
         return outcome;
       } catch (err) {
+        progress?.attempts.delete(this.index);
         if (err instanceof OwnershipLostError) throw err;
         const cause = err instanceof StatementError ? err.cause : err;
         if (isConnectionLost(cause) && this.conn) {
@@ -144,12 +161,18 @@ class ApplyWorker {
     }
   }
 
-  private tracker(progress: ApplyProgress, conn: Connection): (what: string) => (ok: boolean) => void {
+  /** Reports one transaction attempt's statements to `progress` (ApplyProgress). */
+  private tracker(progress: ApplyProgress, conn: Connection, rows: number): (what: string) => (ok: boolean) => void {
+    const attempt = { statements: 0, rows, since: Date.now(), last: undefined as string | undefined, connectionId: conn.threadId ?? undefined };
+    const budget = statementBudget(rows);
+    progress.attempts.set(this.index, attempt);
     return (what) => {
       progress.inFlight.set(this.index, { what, since: Date.now(), connectionId: conn.threadId ?? undefined });
+      attempt.last = what;
       return (ok) => {
         progress.inFlight.delete(this.index);
         if (!ok) return;
+        if (++attempt.statements > budget) return;
         progress.statements++;
         progress.lastStatementAtMs = Date.now();
       };

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { describeStuck, failureReasons, type HarnessResult } from '../../src/harness/harness.ts';
 import { ApplyError, DirectionStalledError } from '../../src/errors.ts';
 import { classifyFailure } from '../../src/replicator/classify.ts';
 import { describeStall, type ProgressSample, redactLiterals, StallClock, type StallReport, stallIsRepeated, waitingOn } from '../../src/replicator/watchdog.ts';
@@ -111,5 +112,35 @@ describe('the progress watchdog decides when a direction is stalled', () => {
 describe('the diagnosis keeps row values out of logs', () => {
   it("replaces a statement's literals", () => {
     expect(redactLiterals("INSERT INTO `s`.`t` (`id`, `v`) VALUES (CAST('1' AS SIGNED), 'it''s \\' x')")).toBe("INSERT INTO `s`.`t` (`id`, `v`) VALUES (CAST('?' AS SIGNED), '?')");
+  });
+});
+
+describe('the harness names a stuck direction instead of timing out silently', () => {
+  const status = {
+    name: 'n1→n2',
+    state: 'streaming',
+    readPosition: 'binlog.000002:5000',
+    checkpoint: 'binlog.000002:4100',
+    sourceHead: 'binlog.000002:5000',
+    lagBytes: 900,
+    stuckForMs: 41_000,
+    stalls: 1,
+    restarts: 1,
+    lastError: 'n1→n2 stalled: no progress for 20.0 s',
+    lastErrorCause: 'stalled (no progress)',
+    applying: { pendingTransactions: 3, inFlight: [{ what: 'COMMIT', forMs: 19_000 }] },
+  };
+
+  it('a finish wait that gave up fails the run with the direction, its state, positions, watchdog clock and last error', () => {
+    const result = { converged: false, divergedKeys: 2, expectationMismatches: [], unknownOutcomes: { committed: 0, notCommitted: 0, unresolved: [] }, stuck: [{ direction: 'n1→n2', status, waitedMs: 60_000 }] };
+    const reasons = failureReasons(result as unknown as HarnessResult);
+    expect(reasons[0]).toBe(
+      'replication stalled: n1→n2: its finish mark did not arrive within 60 s; state streaming, read binlog.000002:5000, applied binlog.000002:4100, source head binlog.000002:5000, lag 900 bytes, no progress for 41 s, stalls 1, restarts 1, sink pending 3, COMMIT in flight 19 s, last error (stalled (no progress)): n1→n2 stalled: no progress for 20.0 s',
+    );
+    expect(reasons[1]).toMatch(/did not converge/);
+  });
+
+  it('a direction the replicator reported nothing on is still named', () => {
+    expect(describeStuck({ direction: 'n2→n1', status: undefined, waitedMs: 60_000 })).toBe('n2→n1: its finish mark did not arrive within 60 s and the replicator reported no status for it');
   });
 });
