@@ -44,6 +44,27 @@ export class ApplyProgress {
   readonly attempts = new Map<number, { statements: number; rows: number; since: number; last: string | undefined; connectionId: number | undefined }>();
 }
 
+/**
+ * Starts one transaction attempt of `worker` on `progress`; returns the `track` hook its statements
+ * report to. Statements past the attempt's budget are counted in the attempt, not as progress.
+ */
+export function trackAttempt(progress: ApplyProgress, worker: number, connectionId: number | undefined, rows: number): (what: string) => (ok: boolean) => void {
+  const attempt = { statements: 0, rows, since: Date.now(), last: undefined as string | undefined, connectionId };
+  const budget = statementBudget(rows);
+  progress.attempts.set(worker, attempt);
+  return (what) => {
+    progress.inFlight.set(worker, { what, since: Date.now(), connectionId });
+    attempt.last = what;
+    return (ok) => {
+      progress.inFlight.delete(worker);
+      if (!ok) return;
+      if (++attempt.statements > budget) return;
+      progress.statements++;
+      progress.lastStatementAtMs = Date.now();
+    };
+  };
+}
+
 /** A source's progress in a window: where its last transaction ends. */
 export type WindowAdvance = Omit<CheckpointAdvance, 'worker'>;
 
@@ -123,7 +144,7 @@ class ApplyWorker {
             maxPacketBytes: ctx.maxPacketBytes,
             ...(beforeCommit ? { beforeCommit: () => beforeCommit(commit) } : {}),
             ...(commitSent ? { commitSent: () => commitSent(commit) } : {}),
-            ...(progress ? { track: this.tracker(progress, this.conn, ops.length) } : {}),
+            ...(progress ? { track: trackAttempt(progress, this.index, this.conn.threadId ?? undefined, ops.length) } : {}),
           },
           plans,
           advances,
@@ -159,24 +180,6 @@ class ApplyWorker {
         );
       }
     }
-  }
-
-  /** Reports one transaction attempt's statements to `progress` (ApplyProgress). */
-  private tracker(progress: ApplyProgress, conn: Connection, rows: number): (what: string) => (ok: boolean) => void {
-    const attempt = { statements: 0, rows, since: Date.now(), last: undefined as string | undefined, connectionId: conn.threadId ?? undefined };
-    const budget = statementBudget(rows);
-    progress.attempts.set(this.index, attempt);
-    return (what) => {
-      progress.inFlight.set(this.index, { what, since: Date.now(), connectionId: conn.threadId ?? undefined });
-      attempt.last = what;
-      return (ok) => {
-        progress.inFlight.delete(this.index);
-        if (!ok) return;
-        if (++attempt.statements > budget) return;
-        progress.statements++;
-        progress.lastStatementAtMs = Date.now();
-      };
-    };
   }
 
   destroy(): void {

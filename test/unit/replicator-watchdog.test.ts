@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { describeStuck, failureReasons, type HarnessResult } from '../../src/harness/harness.ts';
+import { ApplyProgress, statementBudget, trackAttempt } from '../../src/writer/worker-pool.ts';
 import { ApplyError, DirectionStalledError } from '../../src/errors.ts';
 import { classifyFailure } from '../../src/replicator/classify.ts';
 import { describeStall, type ProgressSample, redactLiterals, StallClock, type StallReport, stallIsRepeated, waitingOn } from '../../src/replicator/watchdog.ts';
@@ -142,5 +143,44 @@ describe('the harness names a stuck direction instead of timing out silently', (
 
   it('a direction the replicator reported nothing on is still named', () => {
     expect(describeStuck({ direction: 'n2→n1', status: undefined, waitedMs: 60_000 })).toBe('n2→n1: its finish mark did not arrive within 60 s and the replicator reported no status for it');
+  });
+});
+
+describe('apply statements as the watchdog counts them', () => {
+  it('statements of a transaction count as progress up to its budget; a looping transaction stops counting and is named', () => {
+    const progress = new ApplyProgress();
+    const track = trackAttempt(progress, 3, 41, 2);
+    const budget = statementBudget(2);
+    for (let i = 0; i < budget + 500; i++) {
+      const end = track(i % 2 ? 'SET db.parent' : 'INSERT db.parent');
+      expect(progress.inFlight.get(3)).toMatchObject({ connectionId: 41 });
+      end(true);
+    }
+    // A failed statement is no progress either.
+    track('COMMIT')(false);
+    expect(progress.statements).toBe(budget);
+    expect(progress.inFlight.size).toBe(0);
+    expect(progress.attempts.get(3)).toMatchObject({ statements: budget + 500, rows: 2, last: 'COMMIT', connectionId: 41 });
+    // A new attempt (a retry, the next batch) starts its own count.
+    trackAttempt(progress, 3, 41, 2)('INSERT db.parent')(true);
+    expect(progress.statements).toBe(budget + 1);
+  });
+
+  it('the diagnosis names a loop as one', () => {
+    const text = waitingOn({
+      direction: 'n1→n2',
+      state: 'streaming',
+      stuckForMs: 20_000,
+      timeoutMs: 20_000,
+      pending: [],
+      readPosition: undefined,
+      deliveredPosition: undefined,
+      checkpoint: undefined,
+      sourceHead: undefined,
+      statements: 1000,
+      sink: { pendingTransactions: 300, pendingRows: 400, applying: true, msSinceLastStatement: 20_500, inFlight: [], looping: [{ worker: 3, statements: 14_305, rows: 12, forMs: 61_000, last: 'SET lwwbench.g1', connectionId: 23 }] },
+      target: [],
+    });
+    expect(text).toBe('apply worker 3 loops: 14305 statements in one target transaction of 12 rows over 61.0 s without committing (the last: SET lwwbench.g1; target connection 23)');
   });
 });
