@@ -29,7 +29,7 @@ const why = (r: HarnessResult) =>
 
 describeEachEngine('generated sessions: large transactions, a refused setting', 2, (ctx) => {
   it('a 10,000-row transaction with values of megabytes converges with the writers expected state', async () => {
-    const r = await runHarness({ engine: ctx.engine, servers: ctx.servers, workload: workload({ largeTransactions: 1, largeTxRows: [10_000, 10_000] }) });
+    const r = await runHarness({ engine: ctx.engine, servers: ctx.servers, workload: workload({ largeTransactions: 1, largeTxRows: [10_000, 10_000], durationMs: 6_000 }) });
     expect(r.plan!.large).toHaveLength(1);
     const plan = r.plan!.large[0]!;
     expect(failureReasons(r), why(r)).toEqual([]);
