@@ -152,7 +152,27 @@ async function bare(conn: Connection, db: string, changes: Change[], batch: numb
   return changes.length / elapsedSince(start);
 }
 
+/** Server-side statement preparations and executions per 1,000 changes of the last timed run (each PREPARE is a round trip and a parse). */
+let preparesPerK = Number.NaN;
+let executesPerK = Number.NaN;
+async function statementCounts(): Promise<{ prepare: number; execute: number }> {
+  const [rows] = (await admin.query("SHOW GLOBAL STATUS WHERE Variable_name IN ('Com_stmt_prepare', 'Com_stmt_execute')")) as unknown as [Array<{ Variable_name: string; Value: string }>];
+  const of = (name: string) => Number(rows.find((r) => r.Variable_name === name)?.Value ?? Number.NaN);
+  return { prepare: of('Com_stmt_prepare'), execute: of('Com_stmt_execute') };
+}
+
 async function measure(method: Method, batch: number, n: number): Promise<number> {
+  const before = await statementCounts();
+  try {
+    return await measureRun(method, batch, n);
+  } finally {
+    const after = await statementCounts();
+    preparesPerK = ((after.prepare - before.prepare) * 1000) / n;
+    executesPerK = ((after.execute - before.execute) * 1000) / n;
+  }
+}
+
+async function measureRun(method: Method, batch: number, n: number): Promise<number> {
   const db = await freshTable();
   const changes = changeSet(db, n);
   try {
@@ -185,11 +205,13 @@ try {
     const n = batch === 1 ? Math.min(ROWS, Number(values['rows-batch1'])) : ROWS;
     const rates = new Map<Method, number[]>(METHODS.map((m) => [m, []]));
     const cpus = new Map<Method, number[]>(METHODS.map((m) => [m, []]));
+    const statements = new Map<Method, string[]>(METHODS.map((m) => [m, []]));
     for (let round = 0; round < ROUNDS; round++) {
       for (let j = 0; j < METHODS.length; j++) {
         const m = METHODS[(j + round) % METHODS.length]!;
         rates.get(m)!.push(await measure(m, batch, n));
         cpus.get(m)!.push(cpuPerChange);
+        statements.get(m)!.push(`${preparesPerK.toFixed(1)}/${executesPerK.toFixed(1)}`);
       }
     }
     const med = (m: Method) => (rates.has(m) ? median(rates.get(m)!) : Number.NaN);
@@ -209,6 +231,7 @@ try {
       'REPLACE CPU µs/chg': cpus.has('replace') ? Number(median(cpus.get('replace')!).toFixed(1)) : Number.NaN,
     });
     console.log(`  batch ${batch}: ${METHODS.map((m) => `${m} [${rates.get(m)!.map(k).join(' ')}]`).join(', ')}`);
+    console.log(`  batch ${batch} server PREPARE/EXECUTE per 1,000 changes: ${METHODS.map((m) => `${m} [${statements.get(m)!.join(' ')}]`).join(', ')}`);
     console.log(`  batch ${batch} client CPU µs/change: ${METHODS.map((m) => `${m} [${cpus.get(m)!.map((c) => c.toFixed(1)).join(' ')}]`).join(', ')}`);
   }
   console.table(table);

@@ -1,6 +1,6 @@
 // Opens mysql2 connections with the settings every part of the project relies on: exact numbers
 // (bigints and decimals as strings), dates as strings, UTC, FOUND_ROWS off (so affected-row counts
-// mean "changed"), timeouts on connect and on every query.
+// mean "changed"), timeouts on connect and on every query, and a bounded prepared-statement cache.
 import mysql from 'mysql2/promise';
 import type { Connection, ConnectionOptions } from 'mysql2/promise';
 import { parseUrl, redactUrl } from './url.ts';
@@ -16,6 +16,9 @@ export interface ConnectOptions {
   multipleStatements?: boolean;
 }
 
+/** Server-side prepared statements one connection keeps open (mysql2 closes the least recently used). */
+export const MAX_PREPARED_STATEMENTS = 64;
+
 const EXACT: ConnectionOptions = {
   supportBigNumbers: true,
   bigNumberStrings: true,
@@ -25,6 +28,11 @@ const EXACT: ConnectionOptions = {
   timezone: 'Z',
   charset: 'UTF8MB4_GENERAL_CI',
   flags: ['-FOUND_ROWS'],
+  // mysql2 keeps every statement text it prepared open on the server, 16,000 per connection by
+  // default; coalesced batches of every row count are distinct texts, so a replicator with a few
+  // connections would take the server's whole max_prepared_stmt_count (16,382 for all sessions) and
+  // the application's own PREPAREs would fail. The least recently used are closed past this bound.
+  maxPreparedStatements: MAX_PREPARED_STATEMENTS,
 };
 
 export { parseUrl, redactUrl } from './url.ts';

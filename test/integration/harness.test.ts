@@ -10,7 +10,8 @@ import { describeEachEngine } from '../helpers/engines.ts';
 const FAULTS = ['skew:n1@1s=-5s', 'kill@3s/1s', 'net:n1@5s/2s', 'net:n2:writers@6s/1s:reset', 'restart:n2@8s/2s'].map(parseFault);
 
 describeEachEngine('harness with every fault kind', 2, (ctx) => {
-  for (const seed of [11, 12, 13]) {
+  // Two seeds: the test command's time goes to the generated schemas (harness-generated.test.ts).
+  for (const seed of [11, 12]) {
     // Odd seeds apply with 8 parallel workers per direction, even ones with one (the replicator process reads LWW_APPLY_WORKERS).
     const workers = seed % 2 === 1 ? 8 : 1;
     it(`seed ${seed}, ${workers} apply worker(s): converges to the writers' expected state with no finding but lww_skipped`, async () => {

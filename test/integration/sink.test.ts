@@ -1,6 +1,6 @@
 import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { connect } from '../../src/db/connection.ts';
+import { connect, MAX_PREPARED_STATEMENTS } from '../../src/db/connection.ts';
 import { randomInt, seededRandom, shuffle } from '../../src/harness/random.ts';
 import { ApplyError, createSink, InvalidChangeError, OwnershipLostError, type Sink, type SourceTransactionInput } from '../../src/index.ts';
 import { freshDatabase, rowsOf } from '../helpers/db.ts';
@@ -325,6 +325,31 @@ describeEachEngine('LWW sink', 1, (ctx) => {
       ['t', '15', '2'],
     ]);
     expect(log.every((r) => /^unique key clash: removed by newer row/.test(r.reason))).toBe(true);
+  });
+
+  it('batches of every row count keep a bounded number of prepared statements open on the server', async () => {
+    await freshDatabase(conn, 'lwwprep', [T]);
+    const openStatements = async () => {
+      const [rows] = await conn.query<RowDataPacket[]>("SHOW GLOBAL STATUS LIKE 'Prepared_stmt_count'");
+      return Number(rows[0]!.Value);
+    };
+    const before = await openStatements();
+    const sink = sinkFor();
+    // 150 batches of 1..150 rows: each row count is another statement text (upsert, tombstone guard).
+    let id = 0;
+    for (let n = 1; n <= 150; n++) {
+      const changes: Change[] = [];
+      for (let i = 0; i < n; i++) changes.push(ins('lwwprep', ++id, 'v', 10n));
+      await sink.write({ sourceId: 'prep', position: String(n), changes });
+      await sink.flush();
+    }
+    const open = (await openStatements()) - before;
+    expect(open).toBeGreaterThan(0);
+    // The sink holds two connections here (its own and the apply worker's); unbounded, 300 statements stay open.
+    expect(open).toBeLessThanOrEqual(2 * MAX_PREPARED_STATEMENTS);
+    const [count] = await conn.query<RowDataPacket[]>('SELECT COUNT(*) AS n FROM lwwprep.t');
+    expect(Number(count[0]!.n)).toBe(id);
+    await sink.close();
   });
 
   it('a second writer of the same source takes over and the first stops instead of writing', async () => {
