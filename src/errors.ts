@@ -219,6 +219,23 @@ export class InstallUndoneError extends LwwError {
   }
 }
 
+/**
+ * A direction's progress watchdog found work pending and nothing moving (no binlog read, no apply
+ * statement completed, no checkpoint) for longer than its timeout. The message is the diagnosis:
+ * direction, state, read and applied positions, the source's binlog head, what it waited on.
+ * The first stall restarts the direction; `repeated` (no commit since the previous stall) ends it.
+ */
+export class DirectionStalledError extends LwwError {
+  constructor(
+    readonly direction: string,
+    message: string,
+    readonly repeated: boolean,
+    readonly report: unknown,
+  ) {
+    super(repeated ? `${message} (stalled again at the same checkpoint after a restart: restarting does not help)` : message);
+  }
+}
+
 /** A replication direction stopped on an error restarting cannot fix; `kind` names the cause (classify.ts). */
 export class DirectionFailedError extends LwwError {
   constructor(

@@ -114,6 +114,10 @@ export interface CaptureStats {
   pauses: number;
   paused: boolean;
   events: number;
+  /** How long the handler call in flight has been running (undefined when none is). */
+  handlerBusyMs: number | undefined;
+  /** Since the last binlog event or heartbeat arrived. */
+  msSinceLastEvent: number;
 }
 
 type QueueItem =
@@ -204,8 +208,10 @@ export class BinlogCapture {
   private consumer: Promise<void> = Promise.resolve();
   private settle!: { resolve: () => void; reject: (e: unknown) => void };
   private failure: unknown;
+  /** When the handler call in flight started. */
+  private deliveringSince: number | undefined;
   private readonly warnedUnversioned = new Set<string>();
-  private readonly counters: Omit<CaptureStats, 'readPosition' | 'queued' | 'queuedBytes' | 'paused'> = {
+  private readonly counters: Omit<CaptureStats, 'readPosition' | 'queued' | 'queuedBytes' | 'paused' | 'handlerBusyMs' | 'msSinceLastEvent'> = {
     deliveredPosition: undefined,
     transactions: 0,
     rows: 0,
@@ -289,12 +295,15 @@ export class BinlogCapture {
   }
 
   stats(): CaptureStats {
+    const now = Date.now();
     return {
       ...this.counters,
       readPosition: this.assembler.position,
       queued: this.queue.length,
       queuedBytes: this.queuedBytes,
       paused: this.readerPaused,
+      handlerBusyMs: this.deliveringSince === undefined ? undefined : now - this.deliveringSince,
+      msSinceLastEvent: now - this.lastEventAt,
     };
   }
 
@@ -527,11 +536,14 @@ export class BinlogCapture {
       this.queuedBytes -= item.bytes;
       this.queuedRows -= rowsOf(item);
       this.regulate();
+      this.deliveringSince = Date.now();
       try {
         await this.deliver(item);
       } catch (err) {
         this.fail(err);
         return;
+      } finally {
+        this.deliveringSince = undefined;
       }
     }
   }

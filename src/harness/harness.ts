@@ -59,6 +59,8 @@ export interface HarnessOptions {
   onReplicatorStatus?: (status: unknown) => void;
   /** How long to wait for the finish marks to cross. */
   finishTimeoutMs?: number;
+  /** The replicator's progress watchdog (its --stall-timeout); default 20 s, well inside the finish wait. 0: off. */
+  stallTimeoutMs?: number;
   /** Optional history audit over the run's binlog window (positions per node at start). */
   audit?: (args: { nodes: string[]; from: string[]; tables: string[] }) => Promise<AuditSummary>;
   logger?: Logger;
@@ -107,6 +109,8 @@ export interface HarnessResult {
   unknownOutcomes: OutcomeTally;
   /** Generated schemas and sessions: which shapes ran and how often (tables, key types, statements, transactions). */
   shapes?: Record<string, number>;
+  /** Directions whose finish mark never arrived within the finish wait, with the replicator's last word on each. */
+  stuck: StuckDirection[];
   /** Generated sessions: the run's planned extra shapes (large transactions, DDL, a refused setting), from the seed. */
   plan?: SessionPlan;
   /** The DDL shape: each statement run, on which node and when (and an error that ended it). */
@@ -146,6 +150,34 @@ export function isExpectedStop(plan: RefusalPlan, schema: string, exit: Replicat
   );
 }
 
+/** A direction the finish wait gave up on: which mark is missing where, and the direction's status then. */
+export interface StuckDirection {
+  direction: string;
+  /** The replicator's status of the direction when the wait gave up (state, positions, last error, watchdog clock). */
+  status: Record<string, unknown> | undefined;
+  waitedMs: number;
+}
+
+/** One line on a stuck direction: its state, positions, what the watchdog saw, its last error. */
+export function describeStuck(s: StuckDirection): string {
+  const d = s.status;
+  if (!d) return `${s.direction}: its finish mark did not arrive within ${Math.round(s.waitedMs / 1000)} s and the replicator reported no status for it`;
+  const applying = d.applying as { pendingTransactions?: number; inFlight?: Array<{ what: string; forMs: number }> } | undefined;
+  const fields = [
+    `state ${String(d.state)}`,
+    `read ${String(d.readPosition ?? '?')}`,
+    `applied ${String(d.checkpoint ?? '?')}`,
+    `source head ${String(d.sourceHead ?? '?')}`,
+    `lag ${d.lagBytes === undefined ? '?' : `${String(d.lagBytes)} bytes`}`,
+    `no progress for ${Math.round(Number(d.stuckForMs ?? 0) / 1000)} s`,
+    `stalls ${String(d.stalls ?? 0)}`,
+    `restarts ${String(d.restarts ?? 0)}`,
+    ...(applying ? [`sink pending ${applying.pendingTransactions ?? 0}${(applying.inFlight ?? []).map((f) => `, ${f.what} in flight ${Math.round(f.forMs / 1000)} s`).join('')}`] : []),
+    ...(d.lastError ? [`last error (${String(d.lastErrorCause ?? '?')}): ${String(d.lastError)}`] : ['no error']),
+  ];
+  return `${s.direction}: its finish mark did not arrive within ${Math.round(s.waitedMs / 1000)} s; ${fields.join(', ')}`;
+}
+
 const MARK_SCHEMA = HARNESS_SCHEMA;
 
 /** Why a run failed, one reason a line; empty when it passed (converged, as expected, no audit finding, every outcome decided). */
@@ -161,6 +193,7 @@ export function failureReasons(r: HarnessResult): string[] {
     }
     return [`the replicator stopped for another reason than ${stop.setting} on ${stop.node} (exit ${stop.exitCode}): ${stop.cause ?? 'no error logged'}`];
   }
+  for (const s of r.stuck ?? []) out.push(`replication stalled: ${describeStuck(s)}`);
   if (r.ddl?.error) out.push(`the DDL shape failed: ${r.ddl.error}`);
   if (!r.converged) out.push(`the nodes did not converge (${r.divergedKeys} diverged keys)`);
   const keys = new Set(r.expectationMismatches.map((m) => m.key)).size;
@@ -281,9 +314,16 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
         tables,
         failpoints,
         ipc: true,
-        extraArgs: o.replicatorArgs,
+        extraArgs: [
+          ...(o.replicatorArgs?.includes('--stall-timeout') ? [] : ['--stall-timeout', `${o.stallTimeoutMs ?? 20_000}ms`]),
+          ...(o.replicatorArgs ?? []),
+        ],
         onStatus: o.onReplicatorStatus,
-        onLog: (line) => log.debug(`replicator: ${line}`),
+        onLog: (line) => {
+          // The watchdog's diagnosis is worth seeing without debug logging.
+          if (/stalled/.test(line)) log.warn(`replicator: ${line}`);
+          else log.debug(`replicator: ${line}`);
+        },
         onUnexpectedExit: (exit) => {
           log.error(`harness[${mode}]: the replicator exited unexpectedly (code ${exit.code}, signal ${exit.signal}): ${exit.lastError ?? 'no error logged'}`);
           exited(exit);
@@ -511,6 +551,7 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
         divergedKeys: state.totals.findings,
         expectationMismatches: [],
         unknownOutcomes: addTallies(results.map((r) => r.outcomes)),
+        stuck: [],
         shapes: shapesOf(ddl, expectedStop),
         ...(plan ? { plan } : {}),
         ...(ddl ? { ddl } : {}),
@@ -547,23 +588,35 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
     log.info(`harness[${mode}]: workload done, waiting for the finish marks to cross`);
     const conns = await Promise.all(servers.map((s) => connect(s.url)));
     for (const [i, c] of conns.entries()) await c.execute(writeMarkSql(MARK_SCHEMA), [names[i]!, token, token]);
-    const deadline = Date.now() + (o.finishTimeoutMs ?? 60_000);
+    const waitStart = Date.now();
+    const deadline = waitStart + (o.finishTimeoutMs ?? 60_000);
     let converged = false;
+    /** Directions (`n1→n2`) whose mark has not arrived yet. */
+    let missing: string[] = [];
     while (Date.now() < deadline) {
       if (replicator.unexpectedExit) throw failed(replicator.unexpectedExit);
-      let all = true;
-      for (const c of conns) {
+      missing = [];
+      for (const [i, c] of conns.entries()) {
         for (const n of names) {
           const [rows] = await c.execute<RowDataPacket[]>(readMarkSql(MARK_SCHEMA), [n]);
-          if (rows[0]?.token !== token) all = false;
+          if (rows[0]?.token !== token) missing.push(`${n}→${names[i]!}`);
         }
       }
-      if (all) {
+      if (missing.length === 0) {
         converged = true;
         break;
       }
       await new Promise((r) => setTimeout(r, 200));
     }
+    // A wait that gave up names the stuck directions with the replicator's word on each, never a bare timeout.
+    const stuck: StuckDirection[] = converged
+      ? []
+      : missing.map((direction) => ({
+          direction,
+          status: ((replicator!.lastStatus as { directions?: Array<Record<string, unknown>> } | undefined)?.directions ?? []).find((d) => d.name === direction),
+          waitedMs: Date.now() - waitStart,
+        }));
+    for (const s of stuck) log.error(`harness[${mode}]: replication stalled: ${describeStuck(s)}`);
     await new Promise((r) => setTimeout(r, 1500));
     const finalStatus = statusTotals(replicator.lastStatus);
     const directions = replicator.directions();
@@ -633,6 +686,7 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
       ...(plan ? { plan } : {}),
       ...(ddl ? { ddl } : {}),
       ...(plan?.refusal ? { expectedStop: await expectedStopOf(undefined) } : {}),
+      stuck,
     };
   } catch (err) {
     // The replicator's exit after the refused-setting session wrote is that shape's outcome, judged.

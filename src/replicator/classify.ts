@@ -8,6 +8,7 @@ import { explainPrivilegeError } from '../db/privileges.ts';
 import {
   BinlogPositionError,
   CaptureError,
+  DirectionStalledError,
   InvalidChangeError,
   InvalidOptionsError,
   LwwError,
@@ -38,6 +39,10 @@ export function classifyFailure(err: unknown): Classified {
   const errors = chain(err);
   const has = (type: abstract new (...args: never[]) => unknown) => errors.some((e) => e instanceof type);
   if (has(OwnershipLostError)) return { kind: 'permanent', cause: 'ownership lost' };
+  // The progress watchdog: one restart (it drops every connection and reads again from the
+  // checkpoint), then, stalled again with nothing committed in between, the direction fails.
+  const stall = errors.find((e): e is DirectionStalledError => e instanceof DirectionStalledError);
+  if (stall) return stall.repeated ? { kind: 'permanent', cause: 'stalled again without progress' } : { kind: 'transient', cause: 'stalled (no progress)' };
   if (has(SourceIdentityError)) return { kind: 'permanent', cause: 'checkpoint belongs to another server or binlog history' };
   // Errors that know they are final say so (capture's CaptureRefusedError: reading the same binlog again meets it again).
   const final = errors.find((e) => (e as { permanent?: unknown } | null)?.permanent === true);

@@ -5,7 +5,7 @@
 // restart with exponential backoff (capped, jittered); permanent ones fail the direction for good.
 // Ownership of the target's checkpoint is claimed once per Direction; restarts reuse the claim.
 import { backoffDelay } from '../db/retry.ts';
-import type { Connection } from 'mysql2/promise';
+import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { startCapture, type BinlogCapture } from '../capture/reader.ts';
 import type { TableSelector } from '../capture/filter.ts';
 import { binlogLag, currentPosition } from '../capture/source.ts';
@@ -13,7 +13,9 @@ import { connect, redactUrl } from '../db/connection.ts';
 import { checkSourceIdentity, readSourceIdentity, recordSourceIdentity } from './source-identity.ts';
 import { checkStreamHorizon } from '../gc/guard.ts';
 import { sourceClockMs } from '../gc/state.ts';
-import { DirectionFailedError } from '../errors.ts';
+import { DirectionFailedError, DirectionStalledError } from '../errors.ts';
+import { blockersMariadbSql, blockersMysqlSql, innodbTrxSql, KILL_CONNECTION_SQL, lockHoldersSql, processlistSql } from '../sql/watchdog.ts';
+import { describeStall, type ProgressSample, redactLiterals, StallClock, type StallReport, stallIsRepeated } from './watchdog.ts';
 import { type Classified, classifyFailure, failureMessage } from './classify.ts';
 import type { Logger, SinkOptionsInput } from '../writer/options.ts';
 import { createSink, type Sink } from '../writer/sink.ts';
@@ -48,7 +50,34 @@ export interface DirectionOptions {
   maxRestartDelayMs?: number;
   /** Store idle positions as the checkpoint at most this often. */
   keepaliveCheckpointMs?: number;
+  /**
+   * The progress watchdog: a streaming direction with work pending and no progress (no binlog read,
+   * no apply statement completed, no checkpoint) for this long stops with a diagnosis (watchdog.ts);
+   * 0 turns it off. Default DEFAULT_STALL_TIMEOUT_MS.
+   */
+  stallTimeoutMs?: number;
   logger: Logger;
+}
+
+/** The watchdog's default: longer than the sink's lock wait and query timeouts' usual retries take to show progress. */
+export const DEFAULT_STALL_TIMEOUT_MS = 60_000;
+/** How long one look at the source's head or the target's sessions may take. */
+const PROBE_TIMEOUT_MS = 5_000;
+
+/** `p`, or undefined when it takes longer than `ms` (or fails); `onTimeout` cleans up. */
+async function within<T>(p: Promise<T>, ms: number, onTimeout?: () => void): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => {
+      onTimeout?.();
+      resolve(undefined);
+    }, ms);
+  });
+  try {
+    return await Promise.race([p.catch(() => undefined), late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 export interface DirectionStatus {
@@ -65,6 +94,16 @@ export interface DirectionStatus {
   checkpoint?: string;
   lagBytes?: number;
   lagMs?: number;
+  /** Position after the last complete transaction read from the source's binlog (while streaming). */
+  readPosition?: string;
+  /** The source's binlog head when status was taken (undefined when it could not be read). */
+  sourceHead?: string;
+  /** How long work has been pending without progress (the watchdog's clock; 0 when nothing is stuck). */
+  stuckForMs?: number;
+  /** Stalls the watchdog caught (each restarted the direction, or failed it when repeated). */
+  stalls: number;
+  /** The sink now: transactions accepted and not committed, statements in flight. */
+  applying?: { pendingTransactions: number; statements: number; inFlight: Array<{ worker: number; what: string; forMs: number; connectionId: number | undefined }> };
   sink: SinkStats;
   captured: { transactions: number; rows: number; dropped: number; reconnects: number; maxQueued: number };
 }
@@ -91,6 +130,12 @@ export class Direction {
   private readonly capturedTotals = { transactions: 0, rows: 0, dropped: 0, reconnects: 0, maxQueued: 0 };
   private checkpointPosition: string | undefined;
   private running: Promise<void> | null = null;
+  private stallClock: StallClock | undefined;
+  /** Stalls caught, and the target commits counted at the last one (a second stall with none since is permanent). */
+  stalls = 0;
+  private commitsAtLastStall: number | undefined;
+  /** Target transactions committed for this direction (every run). */
+  private commits = 0;
   private markStreaming: () => void = () => undefined;
   /** Resolves the first time this direction streams (after its first start and initial copy). */
   readonly streaming: Promise<void> = new Promise((resolve) => {
@@ -185,6 +230,7 @@ export class Direction {
     const sink = createSink({
       ...sinkOptions,
       onCommit: (info) => {
+        this.commits++;
         for (const t of info.transactions) {
           if (t.sourceId !== this.sourceId) continue;
           if (t.changes > 0) this.lag.record(t.maxVersion, info.committedAtMs);
@@ -275,19 +321,193 @@ export class Direction {
         this.wake = resolve;
         if (this.stopped) resolve();
       });
-      await Promise.race([capture.done, sink.failed, stopRequested]);
+      const watchdog = this.watch(sink, capture);
+      try {
+        await Promise.race([capture.done, sink.failed, stopRequested, watchdog.stalled]);
+      } finally {
+        watchdog.stop();
+      }
       if (this.stopped) {
         await capture.stop();
         await sink.close();
       }
     } finally {
       this.accumulate(sink, capture);
+      // Whatever was not committed is dropped here and replayed from the checkpoint (after a graceful
+      // close, abort does nothing more). The sink first: a capture whose hand-over waits on a stuck
+      // sink (back-pressure) stops only once the sink lets go.
+      const aborted = sink.abort();
       await capture?.stop().catch(() => undefined);
-      // Whatever was not committed is dropped here and replayed from the checkpoint.
-      await sink.abort();
+      await aborted;
       this.sink = null;
       this.capture = null;
     }
+  }
+
+  /**
+   * The progress watchdog of one run: samples capture, sink and the source's head every few seconds;
+   * `stalled` rejects with the diagnosis when work was pending without progress for stallTimeoutMs.
+   */
+  private watch(sink: Sink, capture: BinlogCapture): { stalled: Promise<never>; stop(): void } {
+    const timeoutMs = this.options.stallTimeoutMs ?? DEFAULT_STALL_TIMEOUT_MS;
+    let trip: (err: unknown) => void = () => undefined;
+    const stalled = new Promise<never>((_, reject) => {
+      trip = reject;
+    });
+    stalled.catch(() => undefined);
+    if (timeoutMs <= 0) return { stalled, stop: () => undefined };
+    const clock = new StallClock(timeoutMs);
+    this.stallClock = clock;
+    let busy = false;
+    let done = false;
+    const tick = async () => {
+      if (busy || done) return;
+      busy = true;
+      try {
+        const sample = await this.sample(sink, capture);
+        const verdict = clock.observe(sample);
+        if (!verdict.stalled || done) return;
+        done = true;
+        const report = await this.stallReport(sink, capture, verdict.stuckForMs, verdict.pending, timeoutMs);
+        // The stuck sessions go, with their locks (the checkpoint rows among them): else the restart waits on them.
+        const ids = [...new Set([...(report.sink?.inFlight ?? []), ...(report.sink?.looping ?? [])].map((f) => f.connectionId).filter((id): id is number => id !== undefined))];
+        if (ids.length > 0) report.target.push((await within(this.endSessions(ids), PROBE_TIMEOUT_MS)) ?? `ending connections ${ids.join(', ')} timed out`);
+        const repeated = stallIsRepeated(this.commitsAtLastStall, this.commits);
+        this.stalls++;
+        this.commitsAtLastStall = this.commits;
+        const err = new DirectionStalledError(this.name, describeStall(report), repeated, report);
+        this.options.logger.error(err.message);
+        trip(err);
+      } catch (err) {
+        this.options.logger.warn(`${this.name}: the progress watchdog could not take a sample: ${err instanceof Error ? err.message : String(err)}`);
+      } finally {
+        busy = false;
+      }
+    };
+    const timer = setInterval(() => void tick(), Math.max(100, Math.min(5000, Math.floor(timeoutMs / 4))));
+    timer.unref();
+    return {
+      stalled,
+      stop: () => {
+        done = true;
+        clearInterval(timer);
+        if (this.stallClock === clock) this.stallClock = undefined;
+      },
+    };
+  }
+
+  private async sample(sink: Sink, capture: BinlogCapture): Promise<ProgressSample> {
+    const c = capture.stats();
+    const p = sink.progress();
+    const captureQueued = c.queued + (c.handlerBusyMs === undefined ? 0 : 1);
+    // The source's head only matters when nothing read waits to be applied (else that work is pending already).
+    let sourceBehindBytes: number | undefined;
+    if (captureQueued === 0 && p.pendingTransactions === 0 && c.readPosition !== undefined) {
+      sourceBehindBytes = (await this.sourceLag(c.readPosition))?.bytesBehind;
+    }
+    return {
+      atMs: Date.now(),
+      streaming: this.state === 'streaming',
+      readPosition: c.readPosition,
+      checkpoint: this.checkpointPosition,
+      statements: p.statements,
+      eventsRead: c.events,
+      sourceBehindBytes,
+      captureQueued,
+      sinkPending: p.pendingTransactions,
+    };
+  }
+
+  /** How far `position` is behind the source's head, on the status connection; undefined when the source does not answer in time. */
+  private async sourceLag(position: string): Promise<{ head: string; bytesBehind: number } | undefined> {
+    try {
+      this.lagConn ??= await connect(this.options.source.url, { connectTimeoutMs: 2000 });
+    } catch {
+      return undefined;
+    }
+    const conn = this.lagConn;
+    const lag = await within(binlogLag(conn, position), PROBE_TIMEOUT_MS, () => conn.destroy());
+    if (lag === undefined && this.lagConn === conn) {
+      conn.destroy();
+      this.lagConn = null;
+    }
+    return lag;
+  }
+
+  private async stallReport(sink: Sink, capture: BinlogCapture, stuckForMs: number, pending: string[], timeoutMs: number): Promise<StallReport> {
+    const c = capture.stats();
+    const p = sink.progress();
+    const lag = c.readPosition === undefined ? undefined : await this.sourceLag(c.readPosition);
+    const ids = p.inFlight.map((f) => f.connectionId).filter((id): id is number => id !== undefined);
+    return {
+      direction: this.name,
+      state: this.state,
+      stuckForMs,
+      timeoutMs,
+      pending,
+      readPosition: c.readPosition,
+      deliveredPosition: c.deliveredPosition,
+      checkpoint: this.checkpointPosition,
+      sourceHead: lag?.head,
+      statements: p.statements,
+      capture: { queued: c.queued, paused: c.paused, handlerBusyMs: c.handlerBusyMs, msSinceLastEvent: c.msSinceLastEvent },
+      sink: {
+        pendingTransactions: p.pendingTransactions,
+        pendingRows: p.pendingRows,
+        applying: p.applying,
+        msSinceLastStatement: p.lastStatementAtMs === undefined ? undefined : Date.now() - p.lastStatementAtMs,
+        inFlight: p.inFlight,
+        looping: p.looping,
+      },
+      target: ids.length === 0 ? [] : ((await within(this.targetSessions(ids), PROBE_TIMEOUT_MS)) ?? ['its sessions could not be read']),
+    };
+  }
+
+  /** KILLs the target's apply sessions `ids`; says what it did. */
+  private async endSessions(ids: number[]): Promise<string> {
+    const conn = await connect(this.options.target.url, { connectTimeoutMs: 2000 });
+    const failed: string[] = [];
+    try {
+      for (const id of ids) {
+        await conn.query({ sql: KILL_CONNECTION_SQL, timeout: PROBE_TIMEOUT_MS }, [id]).catch((e: unknown) => failed.push(`${id}: ${e instanceof Error ? e.message : String(e)}`));
+      }
+    } finally {
+      conn.destroy();
+    }
+    return failed.length === 0 ? `killed connection${ids.length > 1 ? 's' : ''} ${ids.join(', ')} (their locks go with them)` : `could not kill ${failed.join('; ')}`;
+  }
+
+  /** The target's view of the apply sessions `ids`: processlist, InnoDB transaction state, the sessions blocking them. */
+  private async targetSessions(ids: number[]): Promise<string[]> {
+    const conn = await connect(this.options.target.url, { connectTimeoutMs: 2000 });
+    const out: string[] = [];
+    try {
+      const q = async (sql: string, values: unknown[]) => (await conn.query<RowDataPacket[]>({ sql, timeout: PROBE_TIMEOUT_MS }, values))[0];
+      for (const r of await q(processlistSql(ids.length), ids)) {
+        out.push(`connection ${r.ID}: ${r.COMMAND} for ${r.TIME} s${r.STATE ? `, state "${r.STATE}"` : ''}${r.INFO ? `, running "${redactLiterals(String(r.INFO))}"` : ''}`);
+      }
+      const trx = await q(innodbTrxSql(ids.length), ids).catch(() => []);
+      for (const r of trx) out.push(`connection ${r.id}: InnoDB transaction ${r.state}${r.waited === null ? '' : ` for ${r.waited} s`}, ${r.locked} rows locked`);
+      if (trx.some((r) => String(r.state) === 'LOCK WAIT')) {
+        const blockers = await q(blockersMariadbSql(ids.length), ids).catch(() => q(blockersMysqlSql(ids.length), ids).catch(() => undefined));
+        for (const b of blockers ?? []) {
+          out.push(`connection ${b.waiting} waits for a lock held by connection ${b.blocking} (transaction ${b.state}${b.query ? `, running "${redactLiterals(String(b.query))}"` : ', idle in its transaction'})`);
+        }
+        if (!blockers?.length) {
+          // No lock-wait table answered (MySQL without performance_schema): the transactions holding row locks are the suspects.
+          const holders = await q(lockHoldersSql(ids.length), ids).catch(() => undefined);
+          if (!holders?.length) out.push('who holds the lock could not be read');
+          for (const h of holders ?? []) {
+            out.push(
+              `connection ${h.id} holds ${h.locked} row locks in a transaction open ${h.age} s (${h.state}${h.query ? `, running "${redactLiterals(String(h.query))}"` : ', idle in its transaction'})`,
+            );
+          }
+        }
+      }
+    } finally {
+      conn.destroy();
+    }
+    return out;
   }
 
   /** Refuses to resume `checkpoint` when the source is another server or its binlog was reset; records who the source is. */
@@ -336,15 +556,13 @@ export class Direction {
 
   async status(): Promise<DirectionStatus> {
     const c = this.capture?.stats();
+    const p = this.sink?.progress();
     let lagBytes: number | undefined;
+    let sourceHead: string | undefined;
     if (this.checkpointPosition) {
-      try {
-        this.lagConn ??= await connect(this.options.source.url, { connectTimeoutMs: 2000 });
-        lagBytes = (await binlogLag(this.lagConn, this.checkpointPosition)).bytesBehind;
-      } catch {
-        this.lagConn?.destroy();
-        this.lagConn = null;
-      }
+      const lag = await this.sourceLag(this.checkpointPosition);
+      lagBytes = lag?.bytesBehind;
+      sourceHead = lag?.head;
     }
     return {
       name: this.name,
@@ -358,6 +576,11 @@ export class Direction {
       checkpoint: this.checkpointPosition,
       lagBytes,
       lagMs: this.lag.last,
+      ...(c?.readPosition === undefined ? {} : { readPosition: c.readPosition }),
+      ...(sourceHead === undefined ? {} : { sourceHead }),
+      stuckForMs: this.stallClock?.stuckForMs(Date.now()) ?? 0,
+      stalls: this.stalls,
+      ...(p ? { applying: { pendingTransactions: p.pendingTransactions, statements: p.statements, inFlight: p.inFlight } } : {}),
       sink: this.sinkStats(),
       captured: {
         transactions: this.capturedTotals.transactions + (c?.transactions ?? 0),

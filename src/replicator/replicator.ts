@@ -53,6 +53,12 @@ export interface ReplicatorOptions {
   gc?: false | Omit<GcScheduleOptions, 'nodes' | 'metaSchema'>;
   /** Cap of that delay; default 30 s. */
   maxRestartDelayMs?: number;
+  /**
+   * Progress watchdog: a direction with work pending (the source's binlog past what it read, or
+   * read-but-unapplied changes) and no progress for this long stops with a diagnosis; the first
+   * stall restarts it, a second one without a commit in between fails it. Default 60 s; 0: off.
+   */
+  stallTimeoutMs?: number;
   /** How long start() keeps retrying nodes that cannot be reached yet; default 30 s. */
   startTimeoutMs?: number;
   logger?: Logger;
@@ -157,6 +163,7 @@ export class Replicator {
             capture: this.options.capture,
             initialCopy: this.options.initialCopy === false ? undefined : (this.options.initialCopy ?? initialCopyOf({ logger: this.log })),
             restartDelayMs: this.options.restartDelayMs,
+            stallTimeoutMs: this.options.stallTimeoutMs,
             keepaliveCheckpointMs: this.options.keepaliveCheckpointMs,
             maxRestartDelayMs: this.options.maxRestartDelayMs,
             logger: this.log,

@@ -83,6 +83,8 @@ export interface ApplyContext {
   beforeCommit?: () => void;
   /** Called once COMMIT is sent, before its reply is read. */
   commitSent?: () => void;
+  /** Told when a statement starts (what it is); the function it returns when it ended (ok: completed). The progress watchdog's view. */
+  track?: (what: string) => (ok: boolean) => void;
 }
 
 export interface BatchOutcome {
@@ -182,20 +184,33 @@ export function shapesOf(meta: TableMeta, metaSchema: string): Shapes {
   return s;
 }
 
+/** `INSERT shop.t`: the statement's verb and table, for the watchdog's report. */
+function tracked(ctx: ApplyContext, table: string, sql: string): ((ok: boolean) => void) | undefined {
+  if (!ctx.track) return undefined;
+  const space = sql.indexOf(' ');
+  return ctx.track(`${space > 0 ? sql.slice(0, space) : sql} ${table}`);
+}
+
 export async function run(ctx: ApplyContext, table: string, stmt: Statement): Promise<ResultSetHeader> {
+  const end = tracked(ctx, table, stmt.sql);
   try {
     const [res] = await ctx.conn.execute<ResultSetHeader>({ sql: stmt.sql, timeout: ctx.queryTimeoutMs }, stmt.values);
+    end?.(true);
     return res;
   } catch (err) {
+    end?.(false);
     throw new StatementError(table, err);
   }
 }
 
 export async function select(ctx: ApplyContext, table: string, stmt: Statement): Promise<RowDataPacket[]> {
+  const end = tracked(ctx, table, stmt.sql);
   try {
     const [rows] = await ctx.conn.execute<RowDataPacket[]>({ sql: stmt.sql, timeout: ctx.queryTimeoutMs }, stmt.values);
+    end?.(true);
     return rows;
   } catch (err) {
+    end?.(false);
     throw new StatementError(table, err);
   }
 }
@@ -638,9 +653,16 @@ export async function applyBatch(ctx: ApplyContext, plans: TablePlan[], advances
       for (const plan of plans) await applyUpsertsLww(ctx, plan, countsOf(plan));
     }
     ctx.beforeCommit?.();
+    const end = ctx.track?.('COMMIT');
     const commit = ctx.conn.query('COMMIT');
     ctx.commitSent?.();
-    await commit;
+    await commit.then(
+      () => end?.(true),
+      (err: unknown) => {
+        end?.(false);
+        throw err;
+      },
+    );
   } catch (err) {
     await ctx.conn.query('ROLLBACK').catch(() => undefined);
     throw err;

@@ -26,7 +26,7 @@ import { loadTableMeta, TableMetadataCache } from './table-metadata.ts';
 import type { SqlValue } from './values.ts';
 import { setPartitionKeys } from './partition-keys.ts';
 import { alignWorkerRows, readWorkerRows, resumePoint } from './worker-checkpoints.ts';
-import { type WindowAdvance, type WorkerCommit, WorkerPool } from './worker-pool.ts';
+import { ApplyProgress, statementBudget, type WindowAdvance, type WorkerCommit, WorkerPool } from './worker-pool.ts';
 import { killProcessAt } from '../failpoints/failpoints.ts';
 
 /** sinkKillCommitInFlight: how long the thread holds still after sending COMMIT, so the server commits while its reply stays unread. */
@@ -42,6 +42,22 @@ export interface Checkpoint {
   sourceTimeUs?: bigint;
 }
 
+/** What the sink is doing now (the replicator's progress watchdog reads it). */
+export interface SinkProgress {
+  /** Apply statements completed since the sink was created (every worker, every statement, COMMIT included). */
+  statements: number;
+  lastStatementAtMs: number | undefined;
+  /** Statements running now: worker, what (verb and table, or COMMIT), for how long, on which target connection id. */
+  inFlight: Array<{ worker: number; what: string; forMs: number; connectionId: number | undefined }>;
+  /** Workers whose target transaction ran past its statement budget (worker-pool.ts statementBudget): a loop, not progress. */
+  looping: Array<{ worker: number; statements: number; rows: number; forMs: number; last: string | undefined; connectionId: number | undefined }>;
+  /** Source transactions accepted and not committed, and their rows. */
+  pendingTransactions: number;
+  pendingRows: number;
+  /** A batch is being applied (or retried) now. */
+  applying: boolean;
+}
+
 export interface Sink {
   /** Validates and queues one source transaction; rejects it whole (nothing written) when invalid. */
   write(txn: SourceTransactionInput): Promise<void>;
@@ -50,6 +66,8 @@ export interface Sink {
   /** The last committed position of a source, or undefined when nothing was committed for it. */
   checkpoint(sourceId: string): Promise<Checkpoint | undefined>;
   stats(): SinkStats;
+  /** What it is doing now: statements completed and in flight, work queued. */
+  progress(): SinkProgress;
   /** The SQL dialect in use (detected from the server unless set). */
   dialect(): Promise<Dialect>;
   /**
@@ -123,6 +141,7 @@ class LwwSink implements Sink {
   private readonly counters = emptyStats();
   private rejectFailed: (err: unknown) => void = () => undefined;
   private readonly aborted = new AbortController();
+  private readonly applyProgress = new ApplyProgress();
   readonly failed: Promise<never> = new Promise<never>((_, reject) => {
     this.rejectFailed = reject;
   });
@@ -138,6 +157,7 @@ class LwwSink implements Sink {
       retry: options.retry,
       logger: options.logger,
       signal: this.aborted.signal,
+      progress: this.applyProgress,
       onRetry: () => {
         this.counters.retries++;
       },
@@ -259,6 +279,22 @@ class LwwSink implements Sink {
     return structuredClone(this.counters);
   }
 
+  progress(): SinkProgress {
+    const p = this.applyProgress;
+    const now = Date.now();
+    return {
+      statements: p.statements,
+      lastStatementAtMs: p.lastStatementAtMs,
+      inFlight: [...p.inFlight].map(([worker, f]) => ({ worker, what: f.what, forMs: now - f.since, connectionId: f.connectionId })),
+      looping: [...p.attempts]
+        .filter(([, a]) => a.statements > statementBudget(a.rows))
+        .map(([worker, a]) => ({ worker, statements: a.statements, rows: a.rows, forMs: now - a.since, last: a.last, connectionId: a.connectionId })),
+      pendingTransactions: this.pending.length,
+      pendingRows: this.pendingRows,
+      applying: this.running !== null,
+    };
+  }
+
   private assertUsable(): void {
     if (this.failure) throw this.failure;
     if (this.closed) throw new SinkClosedError();
@@ -359,10 +395,10 @@ class LwwSink implements Sink {
     this.pendingBytes += weight;
     this.kick();
     // Back-pressure: the caller waits while the queue holds more than its byte budget.
-    while (this.pendingBytes > limits.maxQueueBytes && !this.failure) {
+    while (this.pendingBytes > limits.maxQueueBytes && !this.failure && !this.closed) {
       await new Promise<void>((r) => this.drainWaiters.push(r));
     }
-    if (this.failure) throw this.failure;
+    this.assertUsable();
   }
 
   private latestAtMs = Number.NaN;
@@ -461,7 +497,8 @@ class LwwSink implements Sink {
       try {
         await this.applyBatch(taken);
       } catch (err) {
-        this.fail(err);
+        // After abort() a batch cut short is no failure of its own (abort settled every waiter).
+        if (!this.closed) this.fail(err);
         return;
       }
       this.pending.splice(0, taken.length);
@@ -631,6 +668,8 @@ class LwwSink implements Sink {
     const err = this.failure ?? new SinkClosedError();
     for (const w of this.waiters) w.reject(err);
     this.waiters = [];
+    // A writer held by back-pressure is let go (it then fails: the sink is closed).
+    for (const r of this.drainWaiters.splice(0)) r();
     this.pool.destroy();
     const admin = this.admin;
     this.admin = null;

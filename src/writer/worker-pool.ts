@@ -21,6 +21,50 @@ import { coalesce } from './coalesce.ts';
 import { splitOps } from './partition-keys.ts';
 import type { KeyOp } from './prepare.ts';
 
+/**
+ * The most statements one target transaction of `rows` changes can legitimately take: a few per
+ * table and chunk, a handful more per row on the slow paths (UNIQUE clashes replayed one row at a
+ * time, foreign keys, the conflict log). A transaction past it is looping, not working.
+ */
+export function statementBudget(rows: number): number {
+  return 256 + 64 * rows;
+}
+
+/**
+ * What the apply workers are doing, for the progress watchdog: statements completed (within their
+ * transaction's budget: a loop of statements is no progress), the ones running now, and each
+ * worker's current transaction attempt.
+ */
+export class ApplyProgress {
+  statements = 0;
+  lastStatementAtMs: number | undefined;
+  /** Per worker, the statement it runs now. */
+  readonly inFlight = new Map<number, { what: string; since: number; connectionId: number | undefined }>();
+  /** Per worker, its transaction attempt now: statements completed in it, its rows, its last statement. */
+  readonly attempts = new Map<number, { statements: number; rows: number; since: number; last: string | undefined; connectionId: number | undefined }>();
+}
+
+/**
+ * Starts one transaction attempt of `worker` on `progress`; returns the `track` hook its statements
+ * report to. Statements past the attempt's budget are counted in the attempt, not as progress.
+ */
+export function trackAttempt(progress: ApplyProgress, worker: number, connectionId: number | undefined, rows: number): (what: string) => (ok: boolean) => void {
+  const attempt = { statements: 0, rows, since: Date.now(), last: undefined as string | undefined, connectionId };
+  const budget = statementBudget(rows);
+  progress.attempts.set(worker, attempt);
+  return (what) => {
+    progress.inFlight.set(worker, { what, since: Date.now(), connectionId });
+    attempt.last = what;
+    return (ok) => {
+      progress.inFlight.delete(worker);
+      if (!ok) return;
+      if (++attempt.statements > budget) return;
+      progress.statements++;
+      progress.lastStatementAtMs = Date.now();
+    };
+  };
+}
+
 /** A source's progress in a window: where its last transaction ends. */
 export type WindowAdvance = Omit<CheckpointAdvance, 'worker'>;
 
@@ -37,6 +81,8 @@ export interface WorkerPoolOptions {
   onRetry(): void;
   /** A worker without changes of a source advances its row at least this often; default 1000. */
   idleCheckpointMs?: number;
+  /** Told of every statement's start and end (the progress watchdog). */
+  progress?: ApplyProgress;
 }
 
 export interface WindowContext {
@@ -75,6 +121,7 @@ class ApplyWorker {
     const { retry } = this.o;
     const commit: WorkerCommit = { worker: this.index, advances, rows: ops.length };
     const { beforeCommit, commitSent, afterCommit } = ctx.hooks ?? {};
+    const progress = this.o.progress;
     for (let attempt = 1; ; attempt++) {
       // After abort() nothing commits: no new attempt, no reconnect.
       if (this.o.signal.aborted) throw new SinkClosedError();
@@ -97,15 +144,18 @@ class ApplyWorker {
             maxPacketBytes: ctx.maxPacketBytes,
             ...(beforeCommit ? { beforeCommit: () => beforeCommit(commit) } : {}),
             ...(commitSent ? { commitSent: () => commitSent(commit) } : {}),
+            ...(progress ? { track: trackAttempt(progress, this.index, this.conn.threadId ?? undefined, ops.length) } : {}),
           },
           plans,
           advances,
         );
+        progress?.attempts.delete(this.index);
         afterCommit?.(commit);
         const now = Date.now();
         for (const a of advances) this.advanced.set(a.sourceId, { at: now, seq: a.seq });
         return outcome;
       } catch (err) {
+        progress?.attempts.delete(this.index);
         if (err instanceof OwnershipLostError) throw err;
         const cause = err instanceof StatementError ? err.cause : err;
         if (isConnectionLost(cause) && this.conn) {

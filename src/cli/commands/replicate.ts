@@ -27,6 +27,9 @@ const HELP = `usage: lww-sink replicate --node URL --node URL [options]
   --gc-margin D            GC safety margin for long transactions and clock skew (default 10m)
   --gc-retention D         keep conflict-log and idle copy/sync progress rows this long (default 7d)
                            (durations: 30s, 10m, 2h, 7d; see lww-sink gc --help for the horizon)
+  --stall-timeout D        a direction with work pending and no progress (nothing read, applied or
+                           committed) for D stops with a diagnosis: restarted once, then it fails
+                           (default 60s; 0 = no watchdog)
   --start-timeout S        keep retrying nodes that cannot be reached yet for S seconds (default 30), then exit 3
   --failpoints SPEC        break replication on purpose (tests only), e.g. sinkDropMessage=1%return(true);
                            LWW_FAILPOINTS is read only with LWW_FAILPOINTS_ENABLE=1
@@ -50,7 +53,7 @@ function formatStatus(s: ReplicatorStatus): string {
       const t = d.sink.totals;
       const lag = d.lagBytes === undefined ? '?' : `${d.lagBytes}B`;
       const ms = d.lagMs === undefined ? '' : ` ${Math.round(d.lagMs)}ms`;
-      return `${d.name} ${d.state} applied=${t.inserted + t.updated + t.deleted} stale=${t.skippedStale} tomb-skip=${t.skippedByTombstone} clashes=${t.uniqueClashes} lag=${lag}${ms} restarts=${d.restarts}${d.lastError ? ` last-error="${d.lastError}"` : ''}`;
+      return `${d.name} ${d.state} applied=${t.inserted + t.updated + t.deleted} stale=${t.skippedStale} tomb-skip=${t.skippedByTombstone} clashes=${t.uniqueClashes} lag=${lag}${ms} restarts=${d.restarts}${d.stuckForMs ? ` no-progress=${Math.round(d.stuckForMs / 1000)}s` : ''}${d.stalls ? ` stalls=${d.stalls}` : ''}${d.lastError ? ` last-error="${d.lastError}"` : ''}`;
     });
   if (s.gc) lines.push(formatGc(s.gc));
   return lines.join('\n');
@@ -88,6 +91,7 @@ export async function run(argv: string[]): Promise<number> {
     'gc-margin': { type: 'string' },
     'gc-retention': { type: 'string' },
     'start-timeout': { type: 'string', default: '30' },
+    'stall-timeout': { type: 'string' },
     'failpoints-ipc': { type: 'boolean', default: false },
   });
   if (!parsed.ok) return parsed.exit;
@@ -109,6 +113,7 @@ export async function run(argv: string[]): Promise<number> {
   const gcMargin = values['gc-margin'] === undefined ? undefined : durationFlag('gc-margin', values['gc-margin']);
   const gcRetention = values['gc-retention'] === undefined ? undefined : durationFlag('gc-retention', values['gc-retention']);
   const startTimeout = integerFlag('start-timeout', values['start-timeout'], 0);
+  const stallTimeout = values['stall-timeout'] === undefined ? undefined : durationFlag('stall-timeout', values['stall-timeout']);
   const bad = usageProblems(
     'replicate',
     [
@@ -126,6 +131,7 @@ export async function run(argv: string[]): Promise<number> {
       typeof gcMargin === 'string' && gcMargin,
       typeof gcRetention === 'string' && gcRetention,
       typeof startTimeout === 'string' && startTimeout,
+      typeof stallTimeout === 'string' && stallTimeout,
     ],
     HELP,
   );
@@ -170,6 +176,7 @@ export async function run(argv: string[]): Promise<number> {
     initialCopy: values['no-initial-copy'] ? false : initialCopyOf({ logger }),
     gc: gcInterval === 0 ? false : { intervalMs: gcInterval as number, marginMs: gcMargin as number | undefined, retentionMs: gcRetention as number | undefined },
     startTimeoutMs: (startTimeout as number) * 1000,
+    ...(typeof stallTimeout === 'number' ? { stallTimeoutMs: stallTimeout } : {}),
     logger,
   });
   try {
