@@ -76,7 +76,7 @@ BEGIN
     IF lww_phys >= {{max_physical}} THEN
       SIGNAL SQLSTATE '22003' SET MESSAGE_TEXT = 'lww: version overflow (a stored version is near 2^64); refusing to wrap';
     END IF;
-    SET NEW.{{version}} = (lww_phys << 10) | {{node_id}};
+    SET NEW.{{version}} = (lww_phys << 10) | {{node_id}};{{remember_references}}
   END IF;
 END
 ;
@@ -90,7 +90,7 @@ BEGIN
   IF @lww_apply IS NOT NULL THEN
     SET lww_stamp = NOT (CAST(@lww_apply AS BINARY) <=> (SELECT CAST(secret AS BINARY) FROM {{secret}} WHERE singleton = 1));
   END IF;
-  IF lww_stamp THEN
+  IF lww_stamp THEN{{forget_references}}
     {{lock_tombstone_of_new}}
     IF lww_prev >= NEW.{{version}} THEN
       SIGNAL SQLSTATE '40001' SET MESSAGE_TEXT = 'lww: a replicated delete of this key committed while the insert ran; retry the transaction';
@@ -115,7 +115,7 @@ BEGIN
     IF TIMESTAMPDIFF(MICROSECOND, SYSDATE(6), NOW(6)) > 1000000 THEN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lww: the session clock (SET TIMESTAMP) is ahead of the server clock; local writes are stamped with the server time';
     END IF;
-    SET lww_prev = OLD.{{version}};
+    SET lww_prev = OLD.{{version}};{{forget_references}}
     IF NOT ({{key_unchanged}}) THEN
       {{lock_tombstone_of_new}}
     END IF;
@@ -175,7 +175,7 @@ BEGIN
     END IF;
     SET lww_v = (lww_phys << 10) | {{node_id}};
     INSERT INTO {{tombstone}} ({{key_columns}}, {{version}}) VALUES ({{old_key}}, lww_v)
-      ON DUPLICATE KEY UPDATE {{tomb_key_of_old}}, {{tomb_version}} = GREATEST({{tomb_version}}, lww_v);
+      ON DUPLICATE KEY UPDATE {{tomb_key_of_old}}, {{tomb_version}} = GREATEST({{tomb_version}}, lww_v);{{check_kept_references}}
 {{release_claims_of_deleted}}
   END IF;
 END
@@ -186,6 +186,13 @@ END
 -- at least the parent delete's version (lww_v, the value the AFTER DELETE trigger computes too).
 -- {{cascade_tombstones}} holds one UPDATE + INSERT pair per referencing foreign key; for ON DELETE
 -- SET NULL, one UPDATE that nulls the children's references (their own triggers stamp them).
+-- Where the server's foreign keys live in the SQL layer (MySQL 9.6+, innodb_native_foreign_keys=OFF),
+-- a REPLACE that deletes a parent row and writes its referenced values back byte for byte takes no
+-- ON DELETE action on that foreign key: the children stay as they are. The insert's BEFORE trigger
+-- notes NEW's referenced values with the statement's start time ({{remember_references}}), the
+-- delete leaves such children alone, and the AFTER DELETE trigger checks that the server did keep
+-- them ({{check_kept_references}}: a note left by another statement begun in the same microsecond
+-- is refused, not trusted). AFTER INSERT and BEFORE UPDATE drop the note ({{forget_references}}).
 CREATE TRIGGER {{name}} BEFORE DELETE ON {{table}} FOR EACH ROW
 BEGIN
   DECLARE lww_stamp BOOLEAN DEFAULT TRUE;

@@ -25,6 +25,7 @@ import {
   lockTableForWriteSql,
   META_TABLE_EXISTS_SQL,
   markVersionColumnAddedSql,
+  NATIVE_FOREIGN_KEYS_SQL,
   registerTableSql,
   SAVE_SESSION_SQL,
   SET_SESSION_SQL,
@@ -327,6 +328,9 @@ export async function install(options: InstallOptions): Promise<InstallResult> {
     const warnings: string[] = [];
     const [[server]] = await conn.query<RowDataPacket[]>(VERSION_SQL);
     const invisible = supportsInvisibleColumns(String(server!.version));
+    // A REPLACE that writes a parent's referenced values back leaves its children (sql/triggers.sql).
+    const [nativeForeignKeys] = await conn.query<RowDataPacket[]>(NATIVE_FOREIGN_KEYS_SQL);
+    const replaceKeepsReferences = nativeForeignKeys.some((r) => String(r.Value).toUpperCase() === 'OFF');
     await ensureMetaSchema(conn, metaSchema);
     // Install's own writes (backfill) keep the version they set.
     await enterApplySession(conn, metaSchema);
@@ -357,7 +361,7 @@ export async function install(options: InstallOptions): Promise<InstallResult> {
           if (!reg) continue;
           const meta = await installedMeta(conn, metaSchema, parent, reg.versionColumn, reg.tombstoneTable);
           const cascades = await cascadeChildren(conn, parent, await registeredTables(conn, metaSchema));
-          await ensureTriggers(conn, parent.schema, parent.table, triggerDefinitions({ ...meta, metaSchema, nodeId, cascades }));
+          await ensureTriggers(conn, parent.schema, parent.table, triggerDefinitions({ ...meta, metaSchema, nodeId, cascades, replaceKeepsReferences }));
         } catch (e) {
           leftovers.push(`the cascade trigger of ${formatTableRef(parent)}: ${e instanceof Error ? e.message : String(e)}`);
         }
@@ -418,7 +422,7 @@ export async function install(options: InstallOptions): Promise<InstallResult> {
         current = name;
         const meta = await installedMeta(conn, metaSchema, ref, versionColumn, tombstoneTable);
         const cascades = await cascadeChildren(conn, ref, installed);
-        const triggers = await ensureTriggers(conn, ref.schema, ref.table, triggerDefinitions({ ...meta, metaSchema, nodeId, cascades }));
+        const triggers = await ensureTriggers(conn, ref.schema, ref.table, triggerDefinitions({ ...meta, metaSchema, nodeId, cascades, replaceKeepsReferences }));
         if (triggers.length > 0) log.info('created triggers', { table: name, triggers });
         const backfilledRows = await backfill(conn, ref, versionColumn, nodeId, chunk);
         if (backfilledRows > 0) log.info('backfilled versions', { table: name, rows: backfilledRows });
@@ -454,7 +458,7 @@ export async function install(options: InstallOptions): Promise<InstallResult> {
         const reg = installed.get(formatTableRef(parent))!;
         const meta = await installedMeta(conn, metaSchema, parent, reg.versionColumn, reg.tombstoneTable);
         const cascades = await cascadeChildren(conn, parent, installed);
-        const triggers = await ensureTriggers(conn, parent.schema, parent.table, triggerDefinitions({ ...meta, metaSchema, nodeId, cascades }));
+        const triggers = await ensureTriggers(conn, parent.schema, parent.table, triggerDefinitions({ ...meta, metaSchema, nodeId, cascades, replaceKeepsReferences }));
         if (triggers.length > 0) log.info('updated cascade triggers', { table: formatTableRef(parent), triggers });
       }
       return { nodeId, metaSchema, recordedNodeId: recorded === undefined, tables, warnings };

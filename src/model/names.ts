@@ -6,7 +6,8 @@ function fitsIdentifier(name: string): boolean {
   return [...name].length <= 64 && [...name].every((ch) => ch.codePointAt(0)! <= 0xffff);
 }
 
-function shortHash(text: string): string {
+/** 12 hex digits of the text's SHA-256: a name part that fits any identifier. */
+export function shortHash(text: string): string {
   return createHash('sha256').update(text).digest('hex').slice(0, 12);
 }
 

@@ -5,7 +5,7 @@
 import { TypedJson } from '../model/json.ts';
 import type { Dialect } from './dialect.ts';
 import { usesRowAlias } from './dialect.ts';
-import type { BoundValue, SqlValue, Statement, TableShape, TombstoneShape } from './dml.ts';
+import { type BoundValue, derivedRows, INDEX_COLUMN, type SqlValue, type Statement, type TableShape, type TombstoneShape } from './dml.ts';
 import { quoteIdent, quoteList, quoteTable } from './quote.ts';
 
 /** Foreign keys that reference a table, one row per column in key order (bound: schema, table). */
@@ -100,6 +100,34 @@ export function respellReferenced(shape: TableShape, refs: ReferencedColumns, ro
   const target = quoteTable(shape.schema, shape.table);
   const sets = refs.columns.map((c, i) => `${target}.${quoteIdent(c)} = ${quoteIdent(ALIAS)}.${quoteIdent(`_lww_r${i}`)}`).join(', ');
   return { sql: `UPDATE ${r.join} SET ${sets} WHERE ${r.where}`, values: r.values };
+}
+
+/**
+ * Which deleted keys (rows: key values then the delete's version) the server holds equal to a key
+ * written newer (rows: key values then the write's version), spelled otherwise ('beta' and 'Beta'
+ * under a case-insensitive collation). Rows: `_lww_i`, the positions among the deleted keys.
+ */
+export function rewrittenKeys(shape: TableShape, deleted: readonly (readonly SqlValue[])[], written: readonly (readonly SqlValue[])[]): Statement {
+  const width = shape.primaryKey.length + 1;
+  const keys = shape.primaryKey.map((_, i) => `_lww_k${i}`);
+  const d = derivedRows([INDEX_COLUMN, ...keys, '_lww_v'], ['CAST(? AS UNSIGNED)', ...shape.keyPlaceholders, VERSION_PLACEHOLDER], deleted.length);
+  const w = derivedRows([...keys, '_lww_v'], [...shape.keyPlaceholders, VERSION_PLACEHOLDER], written.length);
+  const on = keys.map((k) => `${quoteIdent('_lww_d')}.${quoteIdent(k)} = ${quoteIdent('_lww_w')}.${quoteIdent(k)}`).join(' AND ');
+  const values: BoundValue[] = [];
+  deleted.forEach((r, i) => {
+    if (r.length !== width) throw new Error(`a row has ${r.length} values, the statement binds ${width}`);
+    values.push(i, ...r.map(keyValue));
+  });
+  for (const r of written) {
+    if (r.length !== width) throw new Error(`a row has ${r.length} values, the statement binds ${width}`);
+    values.push(...r.map(keyValue));
+  }
+  return {
+    sql:
+      `SELECT DISTINCT ${quoteIdent('_lww_d')}.${quoteIdent(INDEX_COLUMN)} FROM (${d}) AS ${quoteIdent('_lww_d')} JOIN (${w}) AS ${quoteIdent('_lww_w')}` +
+      ` ON ${on} AND ${quoteIdent('_lww_w')}.${quoteIdent('_lww_v')} > ${quoteIdent('_lww_d')}.${quoteIdent('_lww_v')}`,
+    values,
+  };
 }
 
 /** An ON DELETE CASCADE foreign key of an installed child table, seen from its parent. */

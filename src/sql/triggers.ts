@@ -3,7 +3,7 @@
 // server holds with what it would create, and an operator reads exactly what runs.
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { APPLY_SECRET_TABLE, triggerName } from '../model/names.ts';
+import { APPLY_SECRET_TABLE, shortHash, triggerName } from '../model/names.ts';
 import { CLAIM_VERSION_COLUMN, type ClaimIndex, claimOwnerColumns } from '../model/table.ts';
 import { MAX_NODE_ID } from '../model/version.ts';
 import { quoteIdent, quoteList, quoteTable } from './quote.ts';
@@ -24,6 +24,12 @@ export interface TriggerTarget {
   cascades?: readonly CascadeChild[];
   /** Secondary UNIQUE keys with a claim table in the metadata schema. */
   claims?: readonly ClaimIndex[];
+  /**
+   * The server takes no ON DELETE action when a REPLACE deletes a parent row and writes the foreign
+   * key's referenced values back byte for byte (MySQL 9.6+ with foreign keys in the SQL layer,
+   * innodb_native_foreign_keys=OFF); InnoDB's own foreign keys (MariaDB, older MySQL) always act.
+   */
+  replaceKeepsReferences?: boolean;
 }
 
 /** A table whose rows a foreign key's ON DELETE CASCADE (or SET NULL) deletes (or changes) when a row of the parent goes. */
@@ -135,10 +141,14 @@ export function triggerDefinitions(target: TriggerTarget): TriggerDefinition[] {
   const cascades = target.cascades ?? [];
   const texts = triggerTemplates();
   const kinds = cascades.length > 0 ? [...KINDS, CASCADE_KIND] : KINDS;
+  const kept = keptReferences(target);
   const vars0 = {
     ...shared,
     ...claimFragments(target),
-    cascade_tombstones: cascades.map((c) => (c.onDelete === 'SET NULL' ? setNullChildren(c) : cascadeTombstones(c, target.metaSchema, shared.now_us, shared.node_id))).join('\n'),
+    ...kept.fragments,
+    cascade_tombstones: cascades
+      .map((c, i) => kept.unlessKept(i, c.onDelete === 'SET NULL' ? setNullChildren(c) : cascadeTombstones(c, target.metaSchema, shared.now_us, shared.node_id)))
+      .join('\n'),
   };
   return kinds.map((k, i) => {
     const name = triggerName(target.table, k.kind);
@@ -206,6 +216,48 @@ function claimFragments(target: TriggerTarget): Record<string, string> {
         .join('\n') +
       '\n  END IF;',
     release_claims_of_deleted: parts.map((p) => `    IF ${p.held} THEN\n      ${p.record}\n    END IF;`).join('\n'),
+  };
+}
+
+/**
+ * The fragments that keep a REPLACE's children where the server keeps them (TriggerTarget
+ * replaceKeepsReferences; sql/triggers.sql explains them): per referencing foreign key, a session
+ * variable holding the statement's start time and the inserted row's referenced values (hex of their
+ * bytes, as the server compares them), and one set by the delete when it left children alone, which
+ * the AFTER DELETE trigger checks. Nothing for other servers or tables without such children.
+ */
+function keptReferences(target: TriggerTarget): { fragments: Record<string, string>; unlessKept: (i: number, action: string) => string } {
+  const cascades = target.cascades ?? [];
+  if (!target.replaceKeepsReferences || cascades.length === 0) {
+    return { fragments: { remember_references: '', forget_references: '', check_kept_references: '' }, unlessKept: (_i, action) => action };
+  }
+  const id = shortHash(`${target.schema}\u0000${target.table}`);
+  // One note per distinct list of referenced columns (most foreign keys name the primary key).
+  const listOf = (c: CascadeChild) => JSON.stringify(c.columns.map((p) => p.parent));
+  const firsts = cascades.flatMap((c, i) => (cascades.findIndex((d) => listOf(d) === listOf(c)) === i ? [i] : []));
+  const note = (i: number) => `@lww_ref_${id}_${firsts.findIndex((f) => listOf(cascades[f]!) === listOf(cascades[i]!))}`;
+  const left = (i: number) => `@lww_kept_${id}_${i}`;
+  const values = (row: 'NEW' | 'OLD', c: CascadeChild) =>
+    `CONCAT_WS(',', CAST(NOW(6) AS CHAR), ${c.columns.map((p) => `COALESCE(HEX(CAST(${row}.${quoteIdent(p.parent)} AS BINARY)), '-')`).join(', ')})`;
+  const children = (c: CascadeChild) => {
+    const child = quoteTable(c.schema, c.table);
+    return `SELECT 1 FROM ${child} WHERE ${c.columns.map((p) => `${child}.${quoteIdent(p.child)} = OLD.${quoteIdent(p.parent)}`).join(' AND ')}`;
+  };
+  return {
+    fragments: {
+      remember_references: firsts.map((i) => `\n    SET ${note(i)} = ${values('NEW', cascades[i]!)};`).join(''),
+      forget_references: firsts.map((i) => `\n    SET ${note(i)} = NULL;`).join(''),
+      check_kept_references: cascades
+        .map(
+          (c, i) =>
+            `\n    IF ${left(i)} THEN\n      SET ${left(i)} = NULL;\n      IF NOT EXISTS (${children(c)}) THEN\n        SET ${note(i)} = NULL;\n` +
+            "        SIGNAL SQLSTATE '40001' SET MESSAGE_TEXT = 'lww: a REPLACE note of another statement begun in the same microsecond met this delete; retry the statement';\n" +
+            '      END IF;\n    END IF;',
+        )
+        .join(''),
+    },
+    unlessKept: (i, action) =>
+      `    IF ${note(i)} <=> ${values('OLD', cascades[i]!)} THEN\n      SET ${left(i)} = EXISTS (${children(cascades[i]!)});\n    ELSE\n      SET ${left(i)} = NULL;\n${action.replace(/^/gm, '  ')}\n    END IF;`,
   };
 }
 

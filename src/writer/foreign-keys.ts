@@ -31,6 +31,7 @@ import {
   RESTORE_FOREIGN_KEY_CHECKS_SQL,
   type ReferencedColumns,
   respellReferenced,
+  rewrittenKeys,
   TABLE_EXISTS_SQL,
   tombstoneCascadedChildren as tombstoneChildrenSql,
 } from '../sql/foreign-keys.ts';
@@ -70,6 +71,8 @@ interface ParentForeignKeys {
   updateActs: boolean;
   /** Installed tables whose rows go with a deleted row of this one (ON DELETE CASCADE). */
   cascadeChildren: CascadeChild[];
+  /** Some foreign key's ON DELETE action changes the children (CASCADE, SET NULL). */
+  deleteActs: boolean;
 }
 
 interface CascadeKey {
@@ -133,7 +136,8 @@ async function loadParentForeignKeys(io: ForeignKeyIo, meta: TableMeta): Promise
     cascadeChildren.push({ schema: fk.childSchema, table: fk.childTable, primaryKey: pk.map((r) => String(r.columnName)), versionColumn: meta.versionColumn, columns: fk.columns, tombstoneTable });
   }
   const updateActs = fks.some((fk) => fk.updateRule !== 'RESTRICT' && fk.updateRule !== 'NO ACTION');
-  return { ...(referenced ? { referenced } : {}), updateActs, cascadeChildren };
+  const deleteActs = fks.some((fk) => fk.deleteRule === 'CASCADE' || fk.deleteRule === 'SET NULL');
+  return { ...(referenced ? { referenced } : {}), updateActs, cascadeChildren, deleteActs };
 }
 
 function parentForeignKeys(io: ForeignKeyIo, meta: TableMeta): Promise<ParentForeignKeys> {
@@ -253,19 +257,33 @@ export async function dropChildOfDeletedParent(io: ForeignKeyIo, meta: TableMeta
 
 /**
  * Before the guarded delete of a batch's keys (their tombstones are written): the rows to delete
- * (key values then the delete's version). For a table with ON DELETE CASCADE children:
+ * (key values then the delete's version). For a table with ON DELETE CASCADE or SET NULL children:
  * - a key written again, newer, in the same batch (a REPLACE, a delete and a re-insert) is not
- *   deleted, only overwritten by its upsert: deleting it would cascade children the deleting node
- *   never saw, which reach it later and land there, as its parent exists again;
- * - the child rows the delete will cascade are tombstoned first. The node that deleted the parent
+ *   deleted, only overwritten by its upsert: deleting it would cascade (or null, with no version)
+ *   children the deleting node never saw, which reach it later and land there unchanged, as its
+ *   parent exists again (the children it saw come with their own changes: its trigger's tombstones
+ *   and stamped updates, or nothing where a MySQL REPLACE kept them);
+ * - the child rows an ON DELETE CASCADE will remove are tombstoned first. The node that deleted the parent
  *   removed every child it held (its trigger tombstoned them, and those tombstones came first in
  *   this transaction), so a child still here was written concurrently; it gets a tombstone at its own
  *   version — what the other node gives it when the write arrives to a missing parent
  *   (dropChildOfDeletedParent) — logged and counted.
  */
-export async function rowsToDelete(io: ForeignKeyIo, meta: TableMeta, keys: readonly KeyPlan[], sourceId: string, counts: TableCounters): Promise<SqlValue[][]> {
+export async function rowsToDelete(io: ForeignKeyIo, meta: TableMeta, keys: readonly KeyPlan[], batch: readonly KeyPlan[], sourceId: string, counts: TableCounters): Promise<SqlValue[][]> {
   const fks = await parentForeignKeys(io, meta);
-  const doomed = fks.cascadeChildren.length === 0 ? keys : keys.filter((k) => !(k.upsert && k.upsert.version > k.deleteVersion!));
+  let doomed = fks.deleteActs ? keys.filter((k) => !(k.upsert && k.upsert.version > k.deleteVersion!)) : keys;
+  // Another spelling of the key, written newer (a REPLACE from 'beta' to 'Beta'), is the same row for the server.
+  const spelled = fks.deleteActs && meta.primaryKey.some((c) => meta.columns.find((m) => m.name === c)?.collation) ? batch.filter((k) => k.upsert && k.deleteVersion === undefined) : [];
+  if (doomed.length > 0 && spelled.length > 0) {
+    const shape = shapeOf(meta);
+    const respelt = new Set<number>();
+    for (const part of chunks(spelled, ROWS_PER_STATEMENT)) {
+      const written = part.map((k) => [...k.key, k.upsert!.version.toString()]);
+      const deleted = doomed.map((k) => [...k.key, k.deleteVersion!.toString()]);
+      for (const r of await io.select(name(meta), rewrittenKeys(shape, deleted, written))) respelt.add(Number(r._lww_i));
+    }
+    doomed = doomed.filter((_, i) => !respelt.has(i));
+  }
   const rows = doomed.map((k) => [...k.key, k.deleteVersion!.toString()]);
   if (rows.length > 0) await tombstoneCascadedChildren(io, meta, fks.cascadeChildren, rows, sourceId, counts);
   return rows;

@@ -87,6 +87,24 @@ describe('trigger text', () => {
     expect(bd.body).toContain(`SET lww_v = (GREATEST(${NOW}, (lww_prev >> 10) + 1) << 10) | 7;`);
   });
 
+  it('where a REPLACE keeps children (MySQL SQL-layer foreign keys), the delete leaves those whose referenced key the insert writes back', () => {
+    const lines = { schema: 'shop', table: 'lines', primaryKey: ['id'], versionColumn: '_lww_ts', tombstoneTable: 'tomb__shop__lines', columns: [{ child: 'item_id', parent: 'id' }] };
+    const plain = triggerDefinitions({ ...items, cascades: [lines] });
+    for (const d of plain) expect(d.body).not.toContain('@lww_ref_');
+    const [bi, ai, bu, , ad, bd] = triggerDefinitions({ ...items, cascades: [lines, { ...lines, table: 'notes', onDelete: 'SET NULL' }], replaceKeepsReferences: true }).map((d) => d.body);
+    const note = (row: string) => `CONCAT_WS(',', CAST(NOW(6) AS CHAR), COALESCE(HEX(CAST(${row}.\`id\` AS BINARY)), '-'))`;
+    // One note for both foreign keys (they name the same column), set by the insert, dropped by the insert's end or an update.
+    const [name] = /@lww_ref_[0-9a-f]{12}_0/.exec(bi!)!;
+    expect(bi).toContain(`SET ${name} = ${note('NEW')};`);
+    expect(bi).not.toContain('_1 =');
+    for (const body of [ai, bu]) expect(body).toContain(`SET ${name} = NULL;`);
+    expect(bd!.split(`IF ${name} <=> ${note('OLD')} THEN`).length).toBe(3);
+    const kept = name.replace('@lww_ref_', '@lww_kept_').slice(0, -1);
+    expect(bd).toContain(`    ELSE\n      SET ${kept}1 = NULL;\n      UPDATE \`shop\`.\`notes\` SET \`item_id\` = NULL WHERE \`shop\`.\`notes\`.\`item_id\` = OLD.\`id\`;\n    END IF;`);
+    // The AFTER DELETE trigger checks that the server kept what the delete left.
+    expect(ad).toContain(`IF NOT EXISTS (SELECT 1 FROM \`shop\`.\`lines\` WHERE \`shop\`.\`lines\`.\`item_id\` = OLD.\`id\`) THEN\n        SET ${name} = NULL;\n        SIGNAL SQLSTATE '40001'`);
+  });
+
   it('the body is the statement after FOR EACH ROW, as the server stores it', () => {
     for (const d of triggerDefinitions(items)) {
       expect(d.body.startsWith('BEGIN\n')).toBe(true);
