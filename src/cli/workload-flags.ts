@@ -1,6 +1,7 @@
 // Flags shared by the harness, compare and demo commands: workload shape, faults, engine.
 import type { ParseArgsConfig } from 'node:util';
 import { type Fault, parseDuration, parseFault } from '../harness/faults.ts';
+import { LARGE_TX_ROWS_MAX } from '../harness/session-shapes.ts';
 import type { WorkloadKind, WorkloadOptions } from '../harness/workload.ts';
 import type { Engine } from '../servers/index.ts';
 
@@ -23,6 +24,10 @@ export const workloadFlagOptions = {
   isolation: { type: 'string', default: 'repeatable-read' },
   'explicit-tx': { type: 'boolean', default: false },
   'schema-gen': { type: 'string' },
+  'large-tx': { type: 'string' },
+  'large-tx-rows': { type: 'string' },
+  ddl: { type: 'boolean', default: false },
+  'refused-settings': { type: 'boolean', default: false },
 } satisfies ParseArgsConfig['options'];
 
 export const WORKLOAD_HELP = `  --engine mysql|mariadb        servers to start (default mysql)
@@ -48,7 +53,16 @@ export const WORKLOAD_HELP = `  --engine mysql|mariadb        servers to start (
   --explicit-tx                 generated sessions: multi-statement transactions (snapshot read first, savepoints,
                                 REPLACE, INSERT IGNORE, upserts, multi-row statements, key changes, unique swaps)
   --schema-gen SEED             random tables from a grammar (key types, collations, UNIQUE, JSON, LOBs, FKs…)
-                                with generated sessions; the result lists which shapes ran`;
+                                with generated sessions; the result lists which shapes ran
+  --large-tx N                  generated sessions: N large transactions per run (default 1 with --schema-gen, else 0),
+                                each on a node, writer and time drawn from the seed: fresh rows inserted, every tenth
+                                deleted again, values of 1–4 MiB in a MEDIUM*/JSON column when the table has one
+  --large-tx-rows MIN-MAX|N     their rows (default 10000-50000; at most 200000)
+  --ddl                         generated sessions: ADD COLUMN (with a default), then a column reorder (MODIFY … FIRST/
+                                AFTER) on a generated table while the writers run, on every node in turn (as README
+                                tells operators); the writers write the new column once every node has it
+  --refused-settings            generated sessions: a session writes with binlog_format=STATEMENT; the run passes only
+                                when the replicator stops loudly naming that cause (exit 0), and fails otherwise`;
 
 export interface WorkloadFlags {
   engine: Engine;
@@ -96,6 +110,11 @@ export function parseWorkloadFlags(values: Record<string, unknown>, schema = 'lw
   const isolation = String(values.isolation ?? 'repeatable-read');
   if (!['read-committed', 'repeatable-read', 'mixed'].includes(isolation)) throw new Error(`--isolation must be read-committed, repeatable-read or mixed (got ${isolation})`);
   const schemaGen = values['schema-gen'] === undefined ? undefined : num('schema-gen', 0);
+  const largeTransactions = values['large-tx'] === undefined ? (schemaGen === undefined ? 0 : 1) : num('large-tx', 0);
+  const largeTxRows = parseLargeTxRows(values['large-tx-rows']);
+  if ((largeTransactions > 0 || values.ddl || values['refused-settings']) && schemaGen === undefined && !values['explicit-tx']) {
+    throw new Error('--large-tx, --ddl and --refused-settings need generated sessions (--schema-gen SEED or --explicit-tx)');
+  }
   const faults = [...(values['all-faults'] ? allFaults(durationMs) : []), ...((values.fault as string[] | undefined) ?? []).map(parseFault)];
   return {
     engine,
@@ -114,8 +133,21 @@ export function parseWorkloadFlags(values: Record<string, unknown>, schema = 'lw
       isolation: isolation as 'read-committed' | 'repeatable-read' | 'mixed',
       ...(values['explicit-tx'] ? { explicitTx: true } : {}),
       ...(schemaGen === undefined ? {} : { schemaGen }),
+      ...(largeTransactions > 0 ? { largeTransactions } : {}),
+      ...(largeTxRows ? { largeTxRows } : {}),
+      ...(values.ddl ? { ddl: true } : {}),
+      ...(values['refused-settings'] ? { refusedSetting: true } : {}),
     },
   };
+}
+
+/** `--large-tx-rows MIN-MAX` or `N` (exactly N), within 1..200,000. */
+export function parseLargeTxRows(value: unknown): [number, number] | undefined {
+  if (value === undefined) return undefined;
+  const m = /^(\d+)(?:-(\d+))?$/.exec(String(value));
+  const [min, max] = m ? [Number(m[1]), Number(m[2] ?? m[1])] : [Number.NaN, Number.NaN];
+  if (!(min >= 1 && max >= min && max <= LARGE_TX_ROWS_MAX)) throw new Error(`--large-tx-rows must be MIN-MAX or N with 1 ≤ MIN ≤ MAX ≤ ${LARGE_TX_ROWS_MAX} (got ${String(value)})`);
+  return [min, max];
 }
 
 /** Parsed workload flags, or 2 after printing what is wrong. */

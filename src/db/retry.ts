@@ -14,6 +14,7 @@ const RETRYABLE_ERRNO = new Set([
   2013, // CR_SERVER_LOST
   4031, // ER_CLIENT_INTERACTION_TIMEOUT (MySQL)
   3024, // ER_QUERY_TIMEOUT
+  1412, // ER_TABLE_DEF_CHANGED: DDL committed after the transaction's snapshot ("please retry transaction")
 ]);
 
 const CONNECTION_CODES = new Set([

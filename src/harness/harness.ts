@@ -26,8 +26,21 @@ import { addTallies, type OutcomeTally } from './outcomes.ts';
 import { type DirectionReport, type ReplicatorExit, ReplicatorExitError, ReplicatorProcess } from './replicator-process.ts';
 import { generatedShapes } from './schema-gen.ts';
 import { type GenericMismatch, genericMismatches, startGenericOracle } from './session-gen.ts';
+import { type DdlOutcome, oracleWithDdlColumn, planSessions, type RefusalPlan, runDdl, runRefusal, type SessionPlan } from './session-shapes.ts';
 import { TcpProxy } from './tcp-proxy.ts';
-import { ClockSkew, expectedState, HARNESS_SCHEMA, prepareWorkloadTables, runWriters, usesGeneratedSessions, type WorkloadOptions, type WriterStats, workloadTables } from './workload.ts';
+import {
+  ClockSkew,
+  expectedState,
+  generatedTables,
+  HARNESS_SCHEMA,
+  prepareWorkloadTables,
+  runWriters,
+  usesGeneratedSessions,
+  type WorkloadOptions,
+  type WriterControl,
+  type WriterStats,
+  workloadTables,
+} from './workload.ts';
 
 export type HarnessMode = 'lww' | 'replace';
 
@@ -98,6 +111,43 @@ export interface HarnessResult {
   shapes?: Record<string, number>;
   /** Directions whose finish mark never arrived within the finish wait, with the replicator's last word on each. */
   stuck: StuckDirection[];
+  /** Generated sessions: the run's planned extra shapes (large transactions, DDL, a refused setting), from the seed. */
+  plan?: SessionPlan;
+  /** The DDL shape: each statement run, on which node and when (and an error that ended it). */
+  ddl?: DdlOutcome;
+  /**
+   * The refused-setting shape: a session wrote with a setting the replicator must refuse, so the
+   * expected outcome is a loud stop of that node's direction naming the cause (then nothing else is
+   * judged: the nodes are expected to differ). asExpected false fails the run.
+   */
+  expectedStop?: ExpectedStop;
+}
+
+export interface ExpectedStop {
+  setting: RefusalPlan['setting'];
+  node: string;
+  table: string;
+  /** When the session wrote (ms from the writers' start); undefined: it never wrote (error says why). */
+  wroteAtMs?: number;
+  error?: string;
+  /** The replicator stopped (exit code and its last error). */
+  stopped: boolean;
+  exitCode?: number | null;
+  cause?: string;
+  /** Stopped with exit 4, naming the direction from that node, `capture refused`, the setting and the table. */
+  asExpected: boolean;
+}
+
+/** Whether the replicator's exit is the loud stop the refused setting must cause: exit 4, the direction, the cause, the setting, the table. */
+export function isExpectedStop(plan: RefusalPlan, schema: string, exit: ReplicatorExit): boolean {
+  const text = [exit.lastError ?? '', ...exit.logTail].join('\n');
+  return (
+    exit.code === 4 &&
+    text.includes(`${plan.node}→`) &&
+    /stopped \(capture refused\)/.test(text) &&
+    text.includes(plan.setting) &&
+    text.includes(`${schema}.${plan.table}`)
+  );
 }
 
 /** A direction the finish wait gave up on: which mark is missing where, and the direction's status then. */
@@ -133,7 +183,18 @@ const MARK_SCHEMA = HARNESS_SCHEMA;
 /** Why a run failed, one reason a line; empty when it passed (converged, as expected, no audit finding, every outcome decided). */
 export function failureReasons(r: HarnessResult): string[] {
   const out: string[] = [];
+  const stop = r.expectedStop;
+  if (stop) {
+    // The refused setting decides the run: the loud stop with its cause, and nothing else.
+    if (stop.asExpected) return [];
+    if (stop.wroteAtMs === undefined) return [`the refused-setting session (${stop.setting} on ${stop.node}) did not write: ${stop.error ?? 'the run ended first'}`];
+    if (!stop.stopped) {
+      return [`the replicator did not stop although ${stop.node} wrote ${r.expectedStop!.table} with ${stop.setting} (${r.converged ? 'it converged anyway' : 'it kept running'}): expected a loud stop naming the cause`];
+    }
+    return [`the replicator stopped for another reason than ${stop.setting} on ${stop.node} (exit ${stop.exitCode}): ${stop.cause ?? 'no error logged'}`];
+  }
   for (const s of r.stuck ?? []) out.push(`replication stalled: ${describeStuck(s)}`);
+  if (r.ddl?.error) out.push(`the DDL shape failed: ${r.ddl.error}`);
   if (!r.converged) out.push(`the nodes did not converge (${r.divergedKeys} diverged keys)`);
   const keys = new Set(r.expectationMismatches.map((m) => m.key)).size;
   if (keys > 0) out.push(`${keys} keys differ from the state the writers' committed transactions imply`);
@@ -154,6 +215,8 @@ const KILL_FAILPOINTS: Record<CommitPoint, FailpointName> = {
   'commit-in-flight': 'sinkKillCommitInFlight',
   'after-commit': 'sinkKillAfterCommit',
 };
+/** How long the harness waits, once the refused-setting session wrote and the writers are done, for the replicator's stop. */
+const REFUSAL_STOP_WAIT_MS = 30_000;
 /** How long a commit-point kill waits for a target transaction with data to get there. */
 const COMMIT_POINT_WAIT_MS = 20_000;
 
@@ -212,6 +275,8 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
     }
   }
   let replicator: ReplicatorProcess | null = null;
+  /** Set once the writers run: turns the replicator's exit after a refused-setting write into the run's result. */
+  let stoppedAsPlanned: ((exit: ReplicatorExit) => Promise<HarnessResult | undefined>) | undefined;
   /** Instances replaced by a twin (their kills and starts count). */
   const retired: ReplicatorProcess[] = [];
   let started = Date.now();
@@ -299,13 +364,35 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
 
     const oracle = usesGeneratedSessions(wl) ? await startGenericOracle(servers[0]!.url, wl.schema, workloadTables(wl).map((t) => t.slice(wl.schema.length + 1)), wl.versionColumn ?? '_lww_ts', wl.metaSchema ?? 'lww_meta') : undefined;
     const skew = new ClockSkew();
-    const control = { stopped: false, skew };
+    // The run's extra session shapes, from the seed (and the schema's seed): large transactions, DDL, a refused setting.
+    const plan = oracle ? planSessions(wl.seed * 7_919 + (wl.schemaGen ?? 0), generatedTables(wl).tables, names, wl.threads, wl.durationMs, wl) : undefined;
+    const control: WriterControl = { stopped: false, skew, ...(plan ? { plan } : {}) };
     const loopDelay = monitorEventLoopDelay({ resolution: 20 });
     loopDelay.enable();
     started = Date.now();
     log.info(`harness[${mode}]: ${wl.kind} for ${wl.durationMs / 1000}s, ${wl.threads} writers per node, seed ${wl.seed}, faults: ${(o.faults ?? []).length}`);
     const writers = Promise.all(servers.map((s, i) => runWriters({ name: names[i]!, url: writerProxies[i]!.rewrite(s.url) }, wl, control)));
     const abort = new AbortController();
+    const ddlRun = plan?.ddl
+      ? runDdl(plan.ddl, wl.schema, new Map(names.map((n, i) => [n, servers[i]!.url])), started, abort.signal, () => {
+          control.ddlAdded = plan.ddl;
+          log.info(`harness[${mode}]: every node has ${wl.schema}.${plan.ddl!.table}.${plan.ddl!.column}; the writers write it from now on`);
+        })
+      : Promise.resolve(undefined);
+    const refusalRun = plan?.refusal ? runRefusal(plan.refusal, wl.schema, servers[names.indexOf(plan.refusal.node)]!.url, started, abort.signal) : Promise.resolve(undefined);
+    /** The run's verdict on the refused setting, given how the replicator ended (undefined: it did not). */
+    const expectedStopOf = async (exit: ReplicatorExit | undefined): Promise<ExpectedStop | undefined> => {
+      if (!plan?.refusal) return undefined;
+      const wrote = await refusalRun;
+      const base = { setting: plan.refusal.setting, node: plan.refusal.node, table: plan.refusal.table };
+      if (!wrote || 'error' in wrote) return { ...base, stopped: exit !== undefined, error: wrote?.error ?? 'the run ended before it', asExpected: false };
+      if (!exit) return { ...base, wroteAtMs: wrote.atMs, stopped: false, asExpected: false };
+      // The stopped direction's own error names the cause (the process's last error may be a later one, e.g. its sink closing).
+      const from = `${plan.refusal.node}→`;
+      const own = replicator?.directions().find((d) => d.name.startsWith(from))?.lastError;
+      const seen: ReplicatorExit = { ...exit, logTail: [...(own ? [own] : []), ...exit.logTail] };
+      return { ...base, wroteAtMs: wrote.atMs, stopped: true, exitCode: exit.code, cause: own ?? exit.lastError, asExpected: isExpectedStop(plan.refusal, wl.schema, seen) };
+    };
     /** A write on every node: the replicator has a batch with data to apply, whether writers still run or not. */
     const writeMarks = async () => {
       const token = randomUUID();
@@ -412,24 +499,88 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
         `harness[${mode}]: ${Math.round((Date.now() - started) / 1000)}s applied=${totals.inserted + totals.updated + totals.deleted} stale=${totals.skippedStale} lag=${lagMs === undefined ? '?' : Math.round(lagMs)}ms`,
       );
     }, 5000);
-    let results: WriterStats[];
-    let effects: FaultEffect[];
+    let results: WriterStats[] = [];
+    let effects: FaultEffect[] = [];
+    /** The run's shapes: the schema's, the writers' and the harness's own (DDL, refused setting). */
+    const shapesOf = (ddl: DdlOutcome | undefined, stop: ExpectedStop | undefined) => {
+      const own: Record<string, number> = {};
+      for (const st of ddl?.statements ?? []) {
+        const k = /MODIFY COLUMN/.test(st.sql) ? 'ddl:reorder-column' : 'ddl:add-column';
+        own[k] = (own[k] ?? 0) + 1;
+      }
+      if (stop?.wroteAtMs !== undefined) own[`session:refused-setting:${stop.setting}`] = 1;
+      return generatedShapes(wl.schemaGen, [...results.map((r) => r.shapes), own], { hotKeys: wl.hotKeys });
+    };
+    /** The refused setting's loud stop ends the run here: the verdict, and the state for the record (not judged). */
+    stoppedAsPlanned = async (exit: ReplicatorExit): Promise<HarnessResult | undefined> => {
+      const expectedStop = await expectedStopOf(exit);
+      if (!expectedStop || expectedStop.wroteAtMs === undefined) return undefined;
+      control.stopped = true;
+      abort.abort();
+      const ddl = await ddlRun;
+      const state = await checkState({ nodes: servers.map((s) => s.url), tables: workloadTables(wl) });
+      const { totals, lagMs } = statusTotals(replicator!.lastStatus);
+      const transactions = results.reduce((n, r) => n + r.transactions, 0);
+      const writeMs = Date.now() - started;
+      log.info(`harness[${mode}]: the replicator stopped ${expectedStop.asExpected ? 'as expected' : 'OTHERWISE than expected'} after the ${expectedStop.setting} write: ${exit.lastError ?? ''}`);
+      return {
+        mode,
+        engine: o.engine,
+        seed: wl.seed,
+        durationMs: writeMs,
+        startedAt: started,
+        transactions,
+        operations: results.reduce((n, r) => n + r.acked.length, 0),
+        writerRetries: results.reduce((n, r) => n + r.retries, 0),
+        throughput: transactions / (writeMs / 1000),
+        faultsInjected: effects.filter((e) => e.tookEffect).length,
+        faults: effects,
+        replicatorKills: [...retired, replicator!].reduce((n, r) => n + r.kills, 0),
+        replicatorStarts: [...retired, replicator!].reduce((n, r) => n + r.starts, 0),
+        harnessLoopDelayMs: { max: Math.round(loopDelay.max / 1e6), p99: Math.round(loopDelay.percentile(99) / 1e6) },
+        directions: replicator!.directions(),
+        converged: false,
+        replication: {
+          applied: totals.inserted + totals.updated + totals.deleted,
+          staleSkipped: totals.skippedStale,
+          skippedByTombstone: totals.skippedByTombstone,
+          conflicts: totals.skippedStale + totals.skippedByTombstone,
+          lagMs,
+        },
+        state,
+        divergedKeys: state.totals.findings,
+        expectationMismatches: [],
+        unknownOutcomes: addTallies(results.map((r) => r.outcomes)),
+        stuck: [],
+        shapes: shapesOf(ddl, expectedStop),
+        ...(plan ? { plan } : {}),
+        ...(ddl ? { ddl } : {}),
+        expectedStop,
+      };
+    };
     try {
       const outcome = await Promise.race([Promise.all([writers, faults]), died]);
       if (!Array.isArray(outcome)) {
-        // An exit no fault caused fails the run: stop the writers, heal what is broken, report it.
+        // An exit no fault caused fails the run (unless it is the refused setting's stop): stop the
+        // writers, heal what is broken, report it.
         control.stopped = true;
         abort.abort();
-        await Promise.allSettled([writers, faults]);
+        const [w, f] = await Promise.allSettled([writers, faults]);
+        results = w.status === 'fulfilled' ? w.value : [];
+        effects = f.status === 'fulfilled' ? f.value : [];
         throw failed(outcome);
       }
       [results, effects] = outcome;
+      // The refused setting was written: its stop should come promptly, writers or not.
+      const wrote = plan?.refusal ? await refusalRun : undefined;
+      if (wrote && 'atMs' in wrote && !replicator.unexpectedExit) await Promise.race([died, new Promise((r) => setTimeout(r, REFUSAL_STOP_WAIT_MS))]);
     } finally {
       clearInterval(progress);
       loopDelay.disable();
     }
     const writeMs = Date.now() - started;
     if (replicator.unexpectedExit) throw failed(replicator.unexpectedExit);
+    const ddl = await ddlRun;
     if (!replicator.running) replicator.start();
 
     // Finish: each side writes a mark; once the peer holds it, everything written before it crossed.
@@ -484,7 +635,9 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
     const expected = expectedState(wl, acked);
     const mismatches: Array<ExpectationMismatch | GenericMismatch> = [];
     const tableNames = workloadTables(wl).map((t) => t.slice(t.indexOf('.') + 1));
-    if (oracle) mismatches.push(...(await genericMismatches(conns, names, wl.schema, wl.versionColumn ?? '_lww_ts', oracle, acked)));
+    // Once every node had the added column, the writers wrote it: the oracle compares it too.
+    const finalOracle = oracle && control.ddlAdded ? { ...oracle, oracle: oracleWithDdlColumn(oracle.oracle, control.ddlAdded) } : oracle;
+    if (finalOracle) mismatches.push(...(await genericMismatches(conns, names, wl.schema, wl.versionColumn ?? '_lww_ts', finalOracle, acked)));
     else {
       for (const [i, c] of conns.entries()) {
         mismatches.push(...(await compareWithExpected(c, names[i]!, wl.schema, tableNames, wl.versionColumn ?? '_lww_ts', expected)));
@@ -529,9 +682,19 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
       expectationMismatches: mismatches,
       unknownOutcomes: addTallies(results.map((r) => r.outcomes)),
       audit,
-      ...(oracle ? { shapes: generatedShapes(wl.schemaGen, results.map((r) => r.shapes), { hotKeys: wl.hotKeys }) } : {}),
+      ...(oracle ? { shapes: shapesOf(ddl, undefined) } : {}),
+      ...(plan ? { plan } : {}),
+      ...(ddl ? { ddl } : {}),
+      ...(plan?.refusal ? { expectedStop: await expectedStopOf(undefined) } : {}),
       stuck,
     };
+  } catch (err) {
+    // The replicator's exit after the refused-setting session wrote is that shape's outcome, judged.
+    if (err instanceof ReplicatorExitError && stoppedAsPlanned) {
+      const judged = await stoppedAsPlanned(err.exit);
+      if (judged) return judged;
+    }
+    throw err;
   } finally {
     await replicator?.stop().catch(() => undefined);
     for (const r of retired) await r.stop().catch(() => undefined);

@@ -45,6 +45,8 @@ export interface SeenWrite {
   id: string;
   version: bigint;
   text: string | null;
+  /** How many of the table's oracle columns the text holds (fewer than now: read before a column was added). */
+  width?: number;
 }
 
 /** What the oracle reads of one table (loaded from the server after install). */
@@ -56,6 +58,11 @@ export interface OracleTable {
   tombstoneTable: string;
   /** Columns of its ON DELETE SET NULL foreign keys. */
   setNullColumns: string[];
+  /**
+   * Terms of the columns added (last in `columns`) while the writers ran, as their default shows: a
+   * text read before a column existed holds it as that default (session-shapes.ts, DDL).
+   */
+  appended?: string[];
 }
 
 export interface SessionContext {
@@ -126,7 +133,7 @@ export async function prepareGeneratedTables(url: string, schema: string, gen: G
 }
 
 /** Values for every written column of a row with this key. */
-function rowValues(t: GenTable, key: readonly unknown[], random: Random, all: readonly GenTable[], initial = false): Map<string, unknown> {
+export function rowValues(t: GenTable, key: readonly unknown[], random: Random, all: readonly GenTable[], initial = false): Map<string, unknown> {
   const out = new Map<string, unknown>();
   for (const [i, k] of t.primaryKey.entries()) out.set(k, key[i]);
   for (const c of t.columns) {
@@ -181,7 +188,7 @@ export async function readOracleState(conn: Connection, schema: string, oracle: 
   return out;
 }
 
-interface Candidates {
+export interface Candidates {
   byTable: Map<string, unknown[][]>;
 }
 
@@ -384,20 +391,21 @@ export async function generatedTransaction(conn: Connection, random: Random, ctx
 }
 
 /** Each candidate key's row (or tombstone) as this transaction sees it just before COMMIT. */
-async function readBack(conn: Connection, ctx: SessionContext, cand: Candidates, node: string): Promise<SeenWrite[]> {
+export async function readBack(conn: Connection, ctx: SessionContext, cand: Candidates, node: string, chunkKeys = 50): Promise<SeenWrite[]> {
   const out: SeenWrite[] = [];
   for (const [table, keys] of cand.byTable) {
     const o = ctx.oracle.get(table)!;
+    const width = o.columns.length;
     const seen = new Set<string>();
-    for (let i = 0; i < keys.length; i += 50) {
-      const chunk = keys.slice(i, i + 50);
+    for (let i = 0; i < keys.length; i += chunkKeys) {
+      const chunk = keys.slice(i, i + chunkKeys);
       const flat = chunk.flat();
       const [rows] = await conn.query<RowDataPacket[]>(oracleRowsSql(ctx.schema, table, o.key, o.columns, ctx.versionColumn, chunk.length), flat);
       for (const r of rows) {
         const id = String(r.i);
         if (seen.has(id)) continue;
         seen.add(id);
-        out.push({ node, table, id, version: BigInt(r.v as string), text: String(r.t) });
+        out.push({ node, table, id, version: BigInt(r.v as string), text: String(r.t), width });
       }
       const [tombs] = await conn.query<RowDataPacket[]>(oracleTombstonesSql(ctx.metaSchema, o.tombstoneTable, o.key, ctx.versionColumn, chunk.length), flat);
       for (const r of tombs) {
@@ -508,6 +516,19 @@ async function sinkRemovalEvidence(conn: Connection, metaSchema: string, schema:
   return { reasons, tombstoneVersion: tombs.length > 0 ? BigInt(tombs[0]!.v as string) : undefined };
 }
 
+/**
+ * A row text read before columns were added (DDL while the writers ran) as it reads now: those
+ * columns hold their defaults (ADD COLUMN fills every row, and no writer wrote them before every node
+ * had them). `width` is how many columns the text holds; unknown: the columns the oracle started with.
+ */
+export function withAddedDefaults(table: OracleTable | undefined, text: string | null, width: number | undefined): string | null {
+  const added = table?.appended ?? [];
+  if (text === null || !table || added.length === 0) return text;
+  const base = table.columns.length - added.length;
+  const missing = added.slice(Math.max(0, (width ?? base) - base));
+  return missing.length === 0 ? text : [text, ...missing].join(TERM_SEPARATOR);
+}
+
 /** Each node's rows against the state the writers' committed transactions imply. */
 export async function genericMismatches(
   conns: readonly Connection[],
@@ -515,11 +536,16 @@ export async function genericMismatches(
   schema: string,
   versionColumn: string,
   start: Awaited<ReturnType<typeof startGenericOracle>>,
-  acked: Iterable<{ node: string; table: string; id: number | string; version: bigint; text?: string | null }>,
+  acked: Iterable<{ node: string; table: string; id: number | string; version: bigint; text?: string | null; width?: number }>,
 ): Promise<GenericMismatch[]> {
   const seen: SeenWrite[] = [];
-  for (const w of acked) if (w.text !== undefined) seen.push({ node: w.node, table: w.table, id: String(w.id), version: w.version, text: w.text });
-  const expected = genericExpected(start.initial, seen);
+  for (const w of acked) {
+    if (w.text === undefined) continue;
+    seen.push({ node: w.node, table: w.table, id: String(w.id), version: w.version, text: withAddedDefaults(start.oracle.get(w.table), w.text, w.width) });
+  }
+  const initial = new Map<string, { version: bigint; text: string }>();
+  for (const [k, v] of start.initial) initial.set(k, { version: v.version, text: withAddedDefaults(start.oracle.get(k.slice(0, k.indexOf('/'))), v.text, undefined) as string });
+  const expected = genericExpected(initial, seen);
   const out: GenericMismatch[] = [];
   for (const [i, c] of conns.entries()) {
     for (const m of compareGeneric(names[i]!, await readOracleState(c, schema, start.oracle, versionColumn), expected)) {

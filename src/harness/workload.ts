@@ -22,6 +22,7 @@ import {
 import { addTallies, checkMarkers, emptyTally, type InDoubt, newMarker, OutcomeLedger, type OutcomeTally, resolveOutcomes } from './outcomes.ts';
 import { type Random, randomInt, seededRandom } from './random.ts';
 import { type GeneratedSchema, type GenTable, generateSchema } from './schema-gen.ts';
+import { type LargeTxPlan, largeTransaction, type SessionPlan, type SessionShapeOptions, withDdlColumn } from './session-shapes.ts';
 import {
   generatedTransaction,
   type IsolationChoice,
@@ -34,7 +35,7 @@ import {
 
 export type WorkloadKind = 'oltp_update_non_index' | 'oltp_write_only' | 'hot_keys';
 
-export interface WorkloadOptions {
+export interface WorkloadOptions extends SessionShapeOptions {
   kind: WorkloadKind;
   schema: string;
   tables: number;
@@ -96,6 +97,8 @@ export interface AckedWrite {
   row: RowValues | null;
   /** Generated sessions: the row's canonical text; null: deleted. */
   text?: string | null;
+  /** Generated sessions: how many oracle columns the text holds (a column added later holds its default). */
+  width?: number;
 }
 
 export interface WriterStats {
@@ -290,8 +293,9 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 export async function runWriters(
   node: { name: string; url: string },
   opts: WorkloadOptions,
-  control: { stopped: boolean; skew?: ClockSkew } = { stopped: false },
+  control: WriterControl = { stopped: false },
 ): Promise<WriterStats> {
+  const startedAt = Date.now();
   const stats: WriterStats = { node: node.name, transactions: 0, statements: 0, retries: 0, reconnects: 0, outcomes: emptyTally(), acked: [], shapes: {} };
   const session = usesGeneratedSessions(opts) ? await sessionContext(node.url, opts) : undefined;
   const isolation = opts.isolation ?? 'repeatable-read';
@@ -302,6 +306,8 @@ export async function runWriters(
 
   const thread = async (index: number) => {
     const random = seededRandom(seedBase + index * 104_729);
+    // This thread's large transactions, in time order; each stays due until it commits.
+    const large = (session ? (control.plan?.large ?? []) : []).filter((l) => l.node === node.name && l.thread === index).sort((a, b) => a.atMs - b.atMs);
     const ledger = new OutcomeLedger<AckedWrite>((writes) => stats.acked.push(...writes));
     ledgers.push(ledger);
     let conn: Connection | null = null;
@@ -327,14 +333,25 @@ export async function runWriters(
           level = random() < 0.5 ? 'read-committed' : 'repeatable-read';
           await conn.query(SET_ISOLATION_SQL[level].replace('SESSION ', ''));
         }
+        if (session && control.ddlAdded && !session.ddlApplied) {
+          // Every node has the added column now: write it and read it from here on.
+          withDdlColumn(session, control.ddlAdded);
+          session.ddlApplied = true;
+        }
+        const due: LargeTxPlan | undefined = large[0] && Date.now() - startedAt >= large[0].atMs ? large[0] : undefined;
         await conn.query('BEGIN');
-        const { writes, statements } = session ? await sessionTransaction(conn, random, session, node.name, level) : await sbtestTransaction(conn, random, opts, node.name);
+        const { writes, statements } = due
+          ? await largeSessionTransaction(conn, due, session!, node.name)
+          : session
+            ? await sessionTransaction(conn, random, session, node.name, level)
+            : await sbtestTransaction(conn, random, opts, node.name);
         // The marker, last before COMMIT: whether this row exists later says whether the transaction committed.
         const marker = newMarker();
         await conn.execute(writeWriterMarkerSql(HARNESS_SCHEMA), [marker]);
         inDoubt = { marker, node: node.name, writes, error: '', at: Date.now() };
         await conn.query('COMMIT');
         inDoubt = undefined;
+        if (due) large.shift();
         stats.acked.push(...writes);
         stats.statements += statements;
         stats.transactions++;
@@ -392,8 +409,18 @@ export async function runWriters(
   return stats;
 }
 
+/** What the harness tells running writers: stop, clock skew, the planned session shapes, DDL that every node has. */
+export interface WriterControl {
+  stopped: boolean;
+  skew?: ClockSkew;
+  /** Large transactions to run (generated sessions), by node and thread. */
+  plan?: SessionPlan;
+  /** Set once every node has the DDL plan's added column. */
+  ddlAdded?: NonNullable<SessionPlan['ddl']>;
+}
+
 /** The generated sessions' context on one node: the tables, and the oracle's typed view of them. */
-async function sessionContext(url: string, opts: WorkloadOptions): Promise<SessionContext> {
+async function sessionContext(url: string, opts: WorkloadOptions): Promise<SessionContext & { ddlApplied?: boolean }> {
   const versionColumn = opts.versionColumn ?? '_lww_ts';
   const metaSchema = opts.metaSchema ?? 'lww_meta';
   const { tables } = generatedTables(opts);
@@ -409,7 +436,12 @@ async function sessionContext(url: string, opts: WorkloadOptions): Promise<Sessi
 async function sessionTransaction(conn: Connection, random: Random, ctx: SessionContext, node: string, level: string): Promise<{ writes: AckedWrite[]; statements: number }> {
   ctx.shapes.set(`tx-isolation:${level}`, (ctx.shapes.get(`tx-isolation:${level}`) ?? 0) + 1);
   const { writes, statements } = await generatedTransaction(conn, random, ctx, node);
-  return { writes: writes.map((w) => ({ node: w.node, table: w.table, id: w.id, version: w.version, row: null, text: w.text })), statements };
+  return { writes: writes.map((w) => ({ node: w.node, table: w.table, id: w.id, version: w.version, row: null, text: w.text, width: w.width })), statements };
+}
+
+async function largeSessionTransaction(conn: Connection, plan: LargeTxPlan, ctx: SessionContext, node: string): Promise<{ writes: AckedWrite[]; statements: number }> {
+  const { writes, statements } = await largeTransaction(conn, plan, ctx, node);
+  return { writes: writes.map((w) => ({ node: w.node, table: w.table, id: w.id, version: w.version, row: null, text: w.text, width: w.width })), statements };
 }
 
 async function sbtestTransaction(conn: Connection, random: Random, opts: WorkloadOptions, node: string): Promise<{ writes: AckedWrite[]; statements: number }> {

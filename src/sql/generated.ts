@@ -22,7 +22,7 @@ export interface TableDdl {
   foreignKey?: { name: string; column: string; parentTable: string; parentColumn: string; onDelete: string };
 }
 
-function columnDdl(c: ColumnDdl): string {
+export function columnDdl(c: ColumnDdl): string {
   if (c.generated) return `${quoteIdent(c.name)} ${c.type} AS ${c.generated.expression} ${c.generated.stored ? 'STORED' : 'VIRTUAL'}`;
   // A NOT NULL TIMESTAMP gets an explicit default, so no server makes it auto-initialized or auto-updated.
   const tsDefault = /^TIMESTAMP/i.test(c.type) && !c.nullable ? " DEFAULT '2001-01-01 00:00:00'" : '';
@@ -171,3 +171,19 @@ export const ROW_IMAGE_MINIMAL_SQL = 'SET SESSION binlog_row_image = MINIMAL';
 export const ROW_IMAGE_FULL_SQL = 'SET SESSION binlog_row_image = FULL';
 export const STATEMENT_FORMAT_SQL = 'SET SESSION binlog_format = STATEMENT';
 export const ROW_FORMAT_SQL = 'SET SESSION binlog_format = ROW';
+
+/** ADD COLUMN with an integer default (a DDL literal: DEFAULT takes no parameter), as an operator would run it on each node. */
+export function addIntColumnSql(schema: string, table: string, column: string, defaultValue: number): string {
+  if (!Number.isSafeInteger(defaultValue)) throw new Error(`a column default must be an integer (got ${defaultValue})`);
+  return `ALTER TABLE ${quoteTable(schema, table)} ADD COLUMN ${quoteIdent(column)} INT NOT NULL DEFAULT ${defaultValue}`;
+}
+
+/** A column reorder: MODIFY with the column's own definition, moved FIRST or AFTER another column. */
+export function moveColumnSql(schema: string, table: string, definition: string, after: string | null): string {
+  return `ALTER TABLE ${quoteTable(schema, table)} MODIFY COLUMN ${definition} ${after === null ? 'FIRST' : `AFTER ${quoteIdent(after)}`}`;
+}
+
+/** Every row's counter changed in one statement (the refused-setting session's write). */
+export function bumpCounterSql(schema: string, table: string, counter: string): string {
+  return `UPDATE ${quoteTable(schema, table)} SET ${quoteIdent(counter)} = ${quoteIdent(counter)} + 1`;
+}

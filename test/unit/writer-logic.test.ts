@@ -253,6 +253,8 @@ describe('error classification', () => {
     expect(isRetryable(closed)).toBe(true);
     expect(isRetryable(Object.assign(new Error('Deadlock found'), { errno: 1213, code: 'ER_LOCK_DEADLOCK' }))).toBe(true);
     expect(isRetryable(Object.assign(new Error('reset'), { code: 'ECONNRESET' }))).toBe(true);
+    // DDL on a table (an operator's ALTER while replication runs) that committed after the transaction's snapshot.
+    expect(isRetryable(Object.assign(new Error('Table definition has changed, please retry transaction'), { errno: 1412, code: 'ER_TABLE_DEF_CHANGED' }))).toBe(true);
     const tooLong = Object.assign(new Error('Data too long'), { errno: 1406, code: 'ER_DATA_TOO_LONG' });
     expect(isRetryable(tooLong)).toBe(false);
     expect(isConnectionLost(tooLong)).toBe(false);

@@ -31,6 +31,15 @@ export function describeResult(r: HarnessResult): string {
         (f.tookEffect ? `down ${(f.downtimeMs / 1000).toFixed(1)}s` : 'no effect') +
         `${f.stopMs === undefined ? '' : ` (stopping took ${(f.stopMs / 1000).toFixed(1)}s)`}${f.connections === undefined ? '' : `, ${f.connections} connections`}${f.note ? `, ${f.note}` : ''}`,
     ),
+    ...(r.plan?.large ?? []).map((l) => `large transaction: ${l.rows} rows into ${l.table} on ${l.node} (writer ${l.thread}) at ${(l.atMs / 1000).toFixed(1)}s${l.largeValues ? `, ${l.largeValues.bytes.length} values of ${l.largeValues.bytes.map((b) => `${(b / 2 ** 20).toFixed(1)} MiB`).join(', ')} in ${l.largeValues.column}` : ''}`),
+    ...(r.ddl?.statements ?? []).map((st) => `ddl on ${st.node} at ${(st.atMs / 1000).toFixed(1)}s: ${st.sql}`),
+    ...(r.expectedStop
+      ? [
+          `refused setting: ${r.expectedStop.setting} written on ${r.expectedStop.node} (${r.expectedStop.table})${r.expectedStop.wroteAtMs === undefined ? ' never' : ` at ${(r.expectedStop.wroteAtMs / 1000).toFixed(1)}s`}; ` +
+            (r.expectedStop.stopped ? `the replicator stopped (exit ${r.expectedStop.exitCode}): ${r.expectedStop.cause ?? ''}` : 'the replicator did not stop') +
+            (r.expectedStop.asExpected ? ' — the expected outcome' : ''),
+        ]
+      : []),
     ...failureReasons(r).map((reason) => `FAILED: ${reason}`),
     ...(r.shapes ? [`generated shapes (seed ${r.seed}): ${Object.entries(r.shapes).map(([k, v]) => `${k}=${v}`).join(' ')}`] : []),
   ].join('\n');
