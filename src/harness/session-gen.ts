@@ -513,7 +513,16 @@ async function sinkRemovalEvidence(conn: Connection, metaSchema: string, schema:
   const reasons = rows.map((r) => String(r.reason));
   if (!reasons.some((r) => r.startsWith('foreign key cascade'))) return { reasons, tombstoneVersion: undefined };
   const [tombs] = await conn.query<RowDataPacket[]>(oracleTombstoneByIdentitySql(metaSchema, table.tombstoneTable, table.key, versionColumn), [id]);
-  return { reasons, tombstoneVersion: tombs.length > 0 ? BigInt(tombs[0]!.v as string) : undefined };
+  return { reasons, tombstoneVersion: tombstoneVersionOf(tombs as Array<{ i: unknown; v: unknown }>, id) };
+}
+
+/**
+ * The version of the tombstone whose identity is exactly this one (the server's comparison may
+ * have folded case: a binary key column's 'beta' and 'BETA' are two keys with two tombstones; seed 108).
+ */
+export function tombstoneVersionOf(rows: ReadonlyArray<{ i: unknown; v: unknown }>, id: string): bigint | undefined {
+  const exact = rows.filter((r) => String(r.i) === id);
+  return exact.length === 1 ? BigInt(String(exact[0]!.v)) : undefined;
 }
 
 /**

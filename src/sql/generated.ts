@@ -153,9 +153,14 @@ export function sinkRemovalReasonsSql(metaSchema: string): string {
   );
 }
 
-/** The tombstone version of the key with this oracle identity (i), if any. Bound: the identity. */
+/**
+ * Tombstones whose oracle identity (i) equals this one as the server compares it, with their
+ * versions (v): the comparison may fold case ('beta' and 'BETA' of a binary key column both come
+ * back), so the caller keeps the exact identity. Bound: the identity.
+ */
 export function oracleTombstoneByIdentitySql(metaSchema: string, tombstoneTable: string, key: readonly OracleColumn[], versionColumn: string): string {
-  return `SELECT ${quoteIdent(versionColumn)} AS v FROM ${quoteTable(metaSchema, tombstoneTable)} WHERE ${keyIdentitySql(key)} = ?`;
+  const id = keyIdentitySql(key);
+  return `SELECT ${id} AS i, CAST(${quoteIdent(versionColumn)} AS CHAR) AS v FROM ${quoteTable(metaSchema, tombstoneTable)} WHERE ${id} = ?`;
 }
 
 /** Session settings a writer session may run with. */

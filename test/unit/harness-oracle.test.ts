@@ -1,7 +1,7 @@
 // The generated-session oracle's allowance for ON DELETE SET NULL: only those columns, only to NULL,
 // only at the written version.
 import { describe, expect, it } from 'vitest';
-import { clearedBySetNull, type OracleTable, removedBySink } from '../../src/harness/session-gen.ts';
+import { clearedBySetNull, type OracleTable, removedBySink, tombstoneVersionOf } from '../../src/harness/session-gen.ts';
 
 const col = (name: string) => ({ name, dataType: 'varchar', columnType: 'varchar(10)', json: false, collation: 'utf8mb4_bin' });
 const table: OracleTable = { name: 'c', key: [col('id')], columns: [col('id'), col('v'), col('p')], tombstoneTable: 'tomb__g__c', setNullColumns: ['p'] };
@@ -44,5 +44,19 @@ describe('an expected row the sink removed', () => {
   it('is never a row present on the node, nor one expected deleted', () => {
     expect(removedBySink({ ...gone(), actual: { version: '5', row: '1:1#1:a#N' } }, { reasons: cascade, tombstoneVersion: 5n })).toBe(false);
     expect(removedBySink({ ...gone(), expected: { version: '5', row: null } }, { reasons: cascade, tombstoneVersion: 5n })).toBe(false);
+  });
+});
+
+// The tombstone lookup by identity may return other spellings the server's comparison folds together.
+describe('the tombstone of an identity', () => {
+  it('is the one with exactly that identity, not another spelling of a binary key', () => {
+    const rows = [
+      { i: '2083-08-08 04:48:45.190104|00|4:BETA', v: '1839329139389507586' },
+      { i: '2083-08-08 04:48:45.190104|00|4:beta', v: '1839329135870976001' },
+    ];
+    expect(tombstoneVersionOf(rows, '2083-08-08 04:48:45.190104|00|4:beta')).toBe(1839329135870976001n);
+    expect(tombstoneVersionOf(rows, '2083-08-08 04:48:45.190104|00|4:BETA')).toBe(1839329139389507586n);
+    expect(tombstoneVersionOf(rows, '2083-08-08 04:48:45.190104|00|4:Beta')).toBeUndefined();
+    expect(tombstoneVersionOf([], 'x')).toBeUndefined();
   });
 });
