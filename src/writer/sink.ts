@@ -685,7 +685,7 @@ class LwwSink implements Sink {
 }
 
 /** Records the ops' metadata per table in `metas`; false (nothing recorded) when one differs from what is there. */
-function sameMetadata(metas: Map<string, TableMeta>, ops: readonly KeyOp[]): boolean {
+export function sameMetadata(metas: Map<string, TableMeta>, ops: readonly KeyOp[]): boolean {
   let last: TableMeta | undefined;
   const added: Array<[string, TableMeta]> = [];
   for (const op of ops) {

@@ -9,6 +9,7 @@ import { MAX_VERSION, makeVersion, nextVersion, nodeIdOf, parseVersion } from '.
 import { coalesce, parentsFirst, type TablePlan } from '../../src/writer/coalesce.ts';
 import { prepareTransaction } from '../../src/writer/prepare.ts';
 import { ColumnDefault } from '../../src/sql/dml.ts';
+import { sameMetadata } from '../../src/writer/sink.ts';
 import { upsertOutcome } from '../../src/writer/stats.ts';
 import { toSqlValue } from '../../src/writer/values.ts';
 
@@ -104,6 +105,17 @@ describe('change validation', () => {
     expect(() => prep({ v: 'a', d: 1, n: 1, ...full }, ['v'])).toThrow(/lacks primary-key column id/);
     // The list travels through validation; a bad one is refused.
     expect(() => txn([{ schema: 'db', table: 't', op: 'insert', after: { id: 1 }, version: '1', sourceColumns: [1] }])).toThrow(/sourceColumns/);
+  });
+  it('a batch takes one metadata object per table: a transaction prepared after a refresh waits for the next batch', () => {
+    const refreshed: TableMeta = { ...meta, columns: [...meta.columns] };
+    const other: TableMeta = { ...meta, table: 'u' };
+    const ops = (m: TableMeta) => prepareTransaction(txn([{ schema: 'db', table: m.table, op: 'insert', after: { id: 1, v: 'a' }, version: '1' }]), () => m).ops;
+    const metas = new Map<string, TableMeta>();
+    expect(sameMetadata(metas, ops(meta))).toBe(true);
+    expect(sameMetadata(metas, [...ops(other), ...ops(meta)])).toBe(true);
+    expect(sameMetadata(metas, [...ops(other), ...ops(refreshed)])).toBe(false);
+    expect([...metas.values()]).toEqual([meta, other]);
+    expect(sameMetadata(new Map(), [...ops(meta), ...ops(refreshed)])).toBe(false);
   });
   it('a primary-key change becomes delete of the old key and upsert of the new one with the same version', () => {
     const p = prepareTransaction(txn([{ schema: 'db', table: 't', op: 'update', before: { id: 1, v: 'a' }, after: { id: 2, v: 'a', g: 9 }, version: '5' }]), () => meta);
