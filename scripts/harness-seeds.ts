@@ -7,7 +7,7 @@ import { parseArgs } from 'node:util';
 import { allFaults } from '../src/cli/workload-flags.ts';
 import { harnessAudit } from '../src/harness/audit-step.ts';
 import { parseDuration } from '../src/harness/faults.ts';
-import { runHarness } from '../src/harness/harness.ts';
+import { describeStuck, type HarnessResult, runHarness } from '../src/harness/harness.ts';
 import { startServers } from '../src/servers/index.ts';
 
 const { values } = parseArgs({
@@ -22,6 +22,22 @@ const { values } = parseArgs({
     'schema-gen': { type: 'boolean', default: false },
   },
 });
+/** What a failed seed's result says about the cause: stuck directions, last errors, the first findings of each oracle. */
+function whyFailed(r: HarnessResult): string[] {
+  const text = (v: unknown) => JSON.stringify(v, (_k, x) => (typeof x === 'bigint' ? String(x) : x));
+  const out: string[] = [];
+  for (const s of r.stuck) out.push(`stuck ${describeStuck(s)}`);
+  for (const d of r.directions) if (d.lastError) out.push(`direction ${d.name} last error: ${d.lastError}`);
+  for (const t of r.state.tables) {
+    for (const f of t.findings.slice(0, 3)) out.push(`state ${t.table}: ${text(f)}`);
+    for (const d of t.schemaDifferences) out.push(`schema ${t.table}: ${d}`);
+  }
+  for (const m of r.expectationMismatches.slice(0, 3)) out.push(`expected state: ${text(m)}`);
+  if (r.audit && r.audit.findings > 0) out.push(`audit: ${text(r.audit.details).slice(0, 1500)}`);
+  for (const u of r.unknownOutcomes.unresolved.slice(0, 3)) out.push(`unresolved commit: ${text(u)}`);
+  return out;
+}
+
 const engine = values.engine === 'mariadb' ? 'mariadb' : 'mysql';
 const durationMs = parseDuration(values.duration!);
 const servers = await startServers({ engine, count: 2 });
@@ -61,6 +77,7 @@ try {
         `direction restarts: ${r.directions.map((d) => `${d.name}=${d.restarts}`).join(' ')}; harness event loop delay max ${r.harnessLoopDelayMs.max} ms`,
     );
     if (r.shapes) console.log(`  shapes (seed ${seed}): ${Object.entries(r.shapes).map(([k, v]) => `${k}=${v}`).join(' ')}`);
+    if (!ok) for (const line of whyFailed(r)) console.log(`  why (seed ${seed}): ${line}`);
   }
 } finally {
   await Promise.all(servers.map((s) => s.destroy()));
