@@ -12,6 +12,7 @@
 // state must equal or exceed anyway; so "per key, the highest version seen" is the LWW winner.
 import type { Connection, ResultSetHeader, RowDataPacket } from 'mysql2/promise';
 import { connect } from '../db/connection.ts';
+import { NULL_TERM, TERM_SEPARATOR } from '../sql/checksum.ts';
 import {
   createGeneratedTableSql,
   deleteByKeysSql,
@@ -21,15 +22,15 @@ import {
   type OracleColumn,
   oracleAllRowsSql,
   oracleRowsSql,
+  oracleTombstoneByIdentitySql,
   oracleTombstonesSql,
   ROLLBACK_TO_SAVEPOINT_SQL,
   SAVEPOINT_SQL,
   SET_TIME_ZONE_SQL,
   selectByKeysSql,
-  uniqueClashRemovalSql,
+  sinkRemovalReasonsSql,
   updateByKeysSql,
 } from '../sql/generated.ts';
-import { NULL_TERM, TERM_SEPARATOR } from '../sql/checksum.ts';
 import { createDatabaseSql } from '../sql/workload.ts';
 import { loadTableMeta } from '../writer/table-metadata.ts';
 import { type Random, randomInt, seededRandom } from './random.ts';
@@ -483,15 +484,36 @@ export function clearedBySetNull(table: OracleTable | undefined, m: GenericMisma
   return want.every((w, i) => w === got[i] || (got[i] === NULL_TERM && table.setNullColumns.includes(table.columns[i]!.name)));
 }
 
+/** What a node's sink recorded about a key the writers expect present: conflict-log reasons at the written version, the key's tombstone. */
+export interface SinkRemovalEvidence {
+  /** Reasons of the conflict log's removals (UNIQUE clash, foreign key cascade) of the table's rows at the expected version. */
+  reasons: readonly string[];
+  /** The node's tombstone version of the key, if it has one. */
+  tombstoneVersion: bigint | undefined;
+}
+
 /**
- * Whether the node's sink removed a row of the table at this version by last-write-wins across a
- * secondary UNIQUE key (its conflict log says so): the writers' per-key state cannot know that a
- * newer row of another key took the value, so such a row is expected gone. The state check and the
- * history audit (which pairs the removal with the logged reason) still judge it.
+ * Whether the node's sink removed the expected row at its written version, as its conflict log says:
+ * - by last-write-wins across a secondary UNIQUE key (the writers' per-key state cannot know that a
+ *   newer row of another key took the value);
+ * - with an ON DELETE CASCADE parent deleted on another node (the row was written concurrently with
+ *   the parent's delete: both nodes drop it, with a tombstone of that key at the row's own version,
+ *   foreign-keys.ts). The conflict log entry names the table and version; the tombstone of this very
+ *   key at that very version ties it to the key (a later delete or write of the key is no such removal).
+ * The state check and the history audit (which pairs the removal with the logged reason) still judge it.
  */
-async function removedByUniqueClash(conn: Connection, metaSchema: string, schema: string, table: string, version: string): Promise<boolean> {
-  const [rows] = await conn.query<RowDataPacket[]>(uniqueClashRemovalSql(metaSchema), [schema, table, version]);
-  return rows.length > 0;
+export function removedBySink(m: GenericMismatch, ev: SinkRemovalEvidence): boolean {
+  if (m.actual !== null || m.expected.row === null || m.expected.version === 'none') return false;
+  if (ev.reasons.some((r) => r.startsWith('unique key clash: removed'))) return true;
+  return ev.reasons.some((r) => r.startsWith('foreign key cascade')) && ev.tombstoneVersion === BigInt(m.expected.version);
+}
+
+async function sinkRemovalEvidence(conn: Connection, metaSchema: string, schema: string, table: OracleTable, id: string, version: string, versionColumn: string): Promise<SinkRemovalEvidence> {
+  const [rows] = await conn.query<RowDataPacket[]>(sinkRemovalReasonsSql(metaSchema), [schema, table.name, version]);
+  const reasons = rows.map((r) => String(r.reason));
+  if (!reasons.some((r) => r.startsWith('foreign key cascade'))) return { reasons, tombstoneVersion: undefined };
+  const [tombs] = await conn.query<RowDataPacket[]>(oracleTombstoneByIdentitySql(metaSchema, table.tombstoneTable, table.key, versionColumn), [id]);
+  return { reasons, tombstoneVersion: tombs.length > 0 ? BigInt(tombs[0]!.v as string) : undefined };
 }
 
 /**
@@ -528,7 +550,8 @@ export async function genericMismatches(
   for (const [i, c] of conns.entries()) {
     for (const m of compareGeneric(names[i]!, await readOracleState(c, schema, start.oracle, versionColumn), expected)) {
       const table = m.key.slice(0, m.key.indexOf('/'));
-      if (m.actual === null && (await removedByUniqueClash(c, start.metaSchema, schema, table, m.expected.version))) continue;
+      const t = start.oracle.get(table);
+      if (m.actual === null && t && removedBySink(m, await sinkRemovalEvidence(c, start.metaSchema, schema, t, m.key.slice(table.length + 1), m.expected.version, versionColumn))) continue;
       if (clearedBySetNull(start.oracle.get(table), m)) continue;
       out.push(m);
     }

@@ -142,12 +142,20 @@ export function oracleTombstonesSql(metaSchema: string, tombstoneTable: string, 
   return `SELECT ${keyIdentitySql(key)} AS i, ${quoteIdent(versionColumn)} AS v FROM ${quoteTable(metaSchema, tombstoneTable)} WHERE ${keyListWhere(key, keys)}`;
 }
 
-/** Whether the conflict log holds a UNIQUE-clash removal of a table's row at a version. Bound: schema, table, version. */
-export function uniqueClashRemovalSql(metaSchema: string): string {
+/**
+ * The sink's removals the conflict log names for a table's rows at a version (UNIQUE clash, foreign
+ * key cascade): their reasons. Bound: schema, table, version.
+ */
+export function sinkRemovalReasonsSql(metaSchema: string): string {
   return (
-    `SELECT 1 FROM ${quoteTable(metaSchema, 'conflicts')} WHERE schema_name = ? AND table_name = ? AND version = CAST(? AS DECIMAL(20,0))` +
-    " AND reason LIKE 'unique key clash: removed%' LIMIT 1"
+    `SELECT reason FROM ${quoteTable(metaSchema, 'conflicts')} WHERE schema_name = ? AND table_name = ? AND version = CAST(? AS DECIMAL(20,0))` +
+    " AND (reason LIKE 'unique key clash: removed%' OR reason LIKE 'foreign key cascade%')"
   );
+}
+
+/** The tombstone version of the key with this oracle identity (i), if any. Bound: the identity. */
+export function oracleTombstoneByIdentitySql(metaSchema: string, tombstoneTable: string, key: readonly OracleColumn[], versionColumn: string): string {
+  return `SELECT ${quoteIdent(versionColumn)} AS v FROM ${quoteTable(metaSchema, tombstoneTable)} WHERE ${keyIdentitySql(key)} = ?`;
 }
 
 /** Session settings a writer session may run with. */

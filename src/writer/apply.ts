@@ -45,7 +45,7 @@ import {
 } from '../sql/dml.ts';
 import { recordReleases, withoutClaimLosers } from './claims.ts';
 import type { KeyPlan, PlannedUpsert, TablePlan } from './coalesce.ts';
-import { dropChildOfDeletedParent, type ForeignKeyIo, respellReferencedKeys, rowsToDelete } from './foreign-keys.ts';
+import { dropChildOfDeletedParent, type ForeignKeyIo, respellReferencedKeys, rowsToDelete, tombstoneChildrenOfClashLosers } from './foreign-keys.ts';
 import { emptyCounters, type TableCounters, upsertOutcome } from './stats.ts';
 import type { SqlValue } from './values.ts';
 
@@ -238,7 +238,7 @@ function isReferencedRow(err: unknown): boolean {
 }
 
 /** The apply session as foreign-keys.ts uses it. */
-function foreignKeyIo(ctx: ApplyContext): ForeignKeyIo {
+export function foreignKeyIo(ctx: ApplyContext): ForeignKeyIo {
   return {
     dialect: ctx.dialect,
     metaSchema: ctx.metaSchema,
@@ -544,6 +544,7 @@ async function resolveUniqueClash(ctx: ApplyContext, meta: TableMeta, k: KeyPlan
   const holderText = holders.map((h, i) => `${keyDescription(meta, meta.primaryKey.map((c) => h[c]))} version ${versions[i]}`).join(', ');
   if (versions.every((v) => v < up.version)) {
     await run(ctx, s.name, tombstoneHolders(s.table, s.tomb, uniques, k.key, ctx.dialect));
+    await tombstoneChildrenOfClashLosers(foreignKeyIo(ctx), meta, holders.map((h) => [...meta.primaryKey.map((c) => h[c] as SqlValue), up.version.toString()]), up.sourceId, counts);
     await run(ctx, s.name, deleteHolders(s.table, uniques, k.key, up.version.toString()));
     await run(ctx, s.name, lwwUpsert(s.table, [up.row], ctx.dialect));
     const [after] = await readBack(ctx, meta, [k.key]);
@@ -561,6 +562,7 @@ async function resolveUniqueClash(ctx: ApplyContext, meta: TableMeta, k: KeyPlan
     // The incoming row loses: its key ends deleted at its version, as on the node where it lost first.
     const tombRow = [...k.key, up.version.toString()];
     await run(ctx, s.name, upsertTombstones(s.tomb, [tombRow], ctx.dialect));
+    await tombstoneChildrenOfClashLosers(foreignKeyIo(ctx), meta, [tombRow], up.sourceId, counts);
     counts.deleted += (await run(ctx, s.name, guardedDelete(s.table, [tombRow]))).affectedRows;
     counts.uniqueClashes++;
     await logConflict(ctx, meta, ofUpsert(meta, up, `unique key clash: removed by newer row(s) ${holderText}`));

@@ -4,11 +4,13 @@
 // claim, and incoming rows older than a stored claim of their value lose to it. Without this, the
 // outcome of a clash depended on whether the older row met the newer one before it moved off the
 // value, which differs by node (a coalesced batch never shows the intermediate claim).
+import type { RowDataPacket } from 'mysql2/promise';
 import type { ClaimIndex, TableMeta } from '../model/table.ts';
 import { beatenByClaims, type ClaimRow, type ClaimShape, deleteBelowClaims, heldBelowClaims, rowsBelowClaims, upsertClaims } from '../sql/claims.ts';
-import { guardedDelete, keyPlaceholder, tombstoneRowsWhere, upsertTombstones } from '../sql/dml.ts';
-import { type ApplyContext, chunks, logConflict, MAX_PARAMS, MAX_ROWS_PER_STATEMENT, ofUpsert, readBack, run, select, shapesOf } from './apply.ts';
+import { guardedDelete, keyPlaceholder, type SqlValue, tombstoneRowsWhere, upsertTombstones } from '../sql/dml.ts';
+import { type ApplyContext, chunks, foreignKeyIo, logConflict, MAX_PARAMS, MAX_ROWS_PER_STATEMENT, ofUpsert, readBack, run, select, shapesOf } from './apply.ts';
 import type { KeyPlan } from './coalesce.ts';
+import { tombstoneChildrenOfClashLosers } from './foreign-keys.ts';
 import type { ClaimRelease } from './prepare.ts';
 import type { TableCounters } from './stats.ts';
 
@@ -44,6 +46,8 @@ export async function recordReleases(ctx: ApplyContext, meta: TableMeta, release
       const holders = await select(ctx, s.name, rowsBelowClaims(s.table, shape, part));
       if (holders.length === 0) continue;
       await run(ctx, s.name, tombstoneRowsWhere(s.table, s.tomb, heldBelowClaims(s.table, shape, part), ctx.dialect));
+      const below = (h: RowDataPacket) => (BigInt(h._lww_v as string) + 1n).toString();
+      await tombstoneChildrenOfClashLosers(foreignKeyIo(ctx), meta, holders.map((h) => [...meta.primaryKey.map((c) => h[c] as SqlValue), below(h)]), part[0]!.sourceId, counts);
       const removed = (await run(ctx, s.name, deleteBelowClaims(s.table, shape, part))).affectedRows;
       counts.uniqueClashes += removed;
       for (const h of holders) {
@@ -101,6 +105,7 @@ export async function withoutClaimLosers(ctx: ApplyContext, meta: TableMeta, key
     }
     const tombRow = [...k.key, up.version.toString()];
     await run(ctx, s.name, upsertTombstones(s.tomb, [tombRow], ctx.dialect));
+    await tombstoneChildrenOfClashLosers(foreignKeyIo(ctx), meta, [tombRow], up.sourceId, counts);
     counts.deleted += (await run(ctx, s.name, guardedDelete(s.table, [tombRow]))).affectedRows;
     counts.uniqueClashes++;
     await logConflict(ctx, meta, ofUpsert(meta, up, `unique key clash: removed by a newer claim of its ${lost.get(k)} value`));

@@ -20,8 +20,8 @@ import type { TableMeta } from '../model/table.ts';
 import type { Dialect } from '../sql/dialect.ts';
 import { ColumnDefault, guardedDelete, keyPlaceholder, rowExists, type SqlValue, type Statement, type TableShape, type TombstoneShape, type UniqueValues, upsertTombstones } from '../sql/dml.ts';
 import {
-  COLUMN_EXISTS_SQL,
   type CascadeChildShape,
+  COLUMN_EXISTS_SQL,
   countRespellable,
   FOREIGN_KEY_CHECKS_OFF_SQL,
   FOREIGN_KEYS_BY_DELETE_RULE_SQL,
@@ -289,11 +289,35 @@ export async function rowsToDelete(io: ForeignKeyIo, meta: TableMeta, keys: read
     doomed = doomed.filter((_, i) => !respelt.has(i));
   }
   const rows = doomed.map((k) => [...k.key, k.deleteVersion!.toString()]);
-  if (rows.length > 0) await tombstoneCascadedChildren(io, meta, fks.cascadeChildren, rows, sourceId, counts);
+  if (rows.length > 0) await tombstoneCascadedChildren(io, meta, fks.cascadeChildren, rows, sourceId, counts, 'deleted on another node');
   return rows;
 }
 
-async function tombstoneCascadedChildren(io: ForeignKeyIo, meta: TableMeta, children: readonly CascadeChild[], rows: readonly SqlValue[][], sourceId: string, counts: TableCounters): Promise<void> {
+/**
+ * Before the sink removes stored rows of a table by last-write-wins across a UNIQUE key (a clash
+ * with a newer row, a newer claim of the value): the server's ON DELETE CASCADE takes their child
+ * rows with them, so each child gets a tombstone at its own version first, logged and counted —
+ * what a replicated delete of the parent gives it (rowsToDelete), and what the other node gives
+ * such a child when it arrives to the removed parent (dropChildOfDeletedParent). Without it the
+ * child went on this node with no tombstone and no word (found by `harness --schema-gen 109`: one
+ * node held the child's tombstone, the other nothing). Rows: the removed rows' key values, then the
+ * version they are removed below.
+ */
+export async function tombstoneChildrenOfClashLosers(io: ForeignKeyIo, meta: TableMeta, rows: readonly SqlValue[][], sourceId: string, counts: TableCounters): Promise<void> {
+  if (rows.length === 0) return;
+  const fks = await parentForeignKeys(io, meta);
+  if (fks.cascadeChildren.length > 0) await tombstoneCascadedChildren(io, meta, fks.cascadeChildren, rows, sourceId, counts, 'removed by a UNIQUE clash');
+}
+
+async function tombstoneCascadedChildren(
+  io: ForeignKeyIo,
+  meta: TableMeta,
+  children: readonly CascadeChild[],
+  rows: readonly SqlValue[][],
+  sourceId: string,
+  counts: TableCounters,
+  how: string,
+): Promise<void> {
   const shape = shapeOf(meta);
   for (const child of children) {
     const childName = `${child.schema}.${child.table}`;
@@ -305,7 +329,7 @@ async function tombstoneCascadedChildren(io: ForeignKeyIo, meta: TableMeta, chil
       for (const r of found) {
         await io.logConflict(child, {
           sourceId,
-          reason: `foreign key cascade: removed with its parent ${name(meta)}, deleted on another node`,
+          reason: `foreign key cascade: removed with its parent ${name(meta)}, ${how}`,
           version: BigInt(r._lww_v as string),
           columns: child.primaryKey,
           value: (c) => r[c],

@@ -328,3 +328,82 @@ describeEachEngine('a collated parent key in two spellings in one batch', 2, (ct
     for (const c of conns) await c.end();
   });
 });
+
+// A parent row the sink removes by last-write-wins across a UNIQUE key (a newer row of another key
+// took its value) takes its ON DELETE CASCADE children with it (the server's cascade): each child
+// gets a tombstone at its own version and a conflict-log entry, as when the parent's delete arrives
+// from another node. Before: the child went with no tombstone and no word on that node, while the
+// node where the child's write arrived after the parent's removal tombstoned it (harness
+// --schema-gen 109: tombstone_mismatch, and the child reported missing by the writers' oracle).
+describeEachEngine('a parent removed by a UNIQUE clash, with ON DELETE CASCADE children', 2, (ctx) => {
+  const urls = () => ctx.servers.map((s) => s.url);
+  const pause = () => new Promise((r) => setTimeout(r, 5));
+  const DDL = [
+    'CREATE TABLE {{db}}.p (id INT NOT NULL PRIMARY KEY, u CHAR(8) NULL, name CHAR(8) NOT NULL, UNIQUE KEY uk (u)) ENGINE=InnoDB',
+    'CREATE TABLE {{db}}.c (id INT NOT NULL PRIMARY KEY, pid INT NULL, note CHAR(8) NOT NULL, FOREIGN KEY (pid) REFERENCES {{db}}.p (id) ON DELETE CASCADE) ENGINE=InnoDB',
+  ];
+  const tombstones = (c: Connection, db: string) => textRows(c, `SELECT t.id, CAST(t._lww_ts AS CHAR) FROM lww_meta.${'`'}tomb__${db}__c${'`'} t ORDER BY t.id`);
+  const logged = async (c: Connection, db: string) =>
+    textRows(c, `SELECT table_name, CAST(version AS CHAR), reason FROM lww_meta.conflicts WHERE schema_name = '${db}' AND reason LIKE 'foreign key cascade%' ORDER BY id`);
+
+  async function check(db: string, conns: Connection[], from: Awaited<ReturnType<typeof binlogHeads>>, child: string[]): Promise<void> {
+    const rep = await startReplicator(urls());
+    try {
+      await converged(conns, db, 'p');
+      await converged(conns, db, 'c');
+      await eventually('the tombstones to converge', () => Promise.all(conns.map((c) => tombstones(c, db))), ([x, y]) => JSON.stringify(x) === JSON.stringify(y));
+      expect((await rep.status()).directions.map((d) => d.state)).toEqual(['streaming', 'streaming']);
+      for (const c of conns) {
+        expect(await textRows(c, `SELECT id, u FROM ${db}.p`)).toEqual(['2|x']);
+        expect(await textRows(c, `SELECT id FROM ${db}.c`)).toEqual([]);
+        // The child's tombstone at its own version: a replay of its write is refused, a later write of its key lands.
+        expect(await tombstones(c, db)).toEqual(child);
+        const reasons = await logged(c, db);
+        expect(reasons.length).toBe(1);
+        expect(reasons[0]).toMatch(new RegExp(`^c\\|${child[0]!.split('|')[1]}\\|foreign key cascade: `));
+      }
+    } finally {
+      await rep.stop();
+    }
+    const report = await auditHistory({ nodes: urls(), from, tables: [`${db}.p`, `${db}.c`] });
+    expect(report.counts, JSON.stringify(report.findings, (_k, v) => (typeof v === 'bigint' ? String(v) : v))).toEqual({ lww_violation: 0, lost: 0, redundant: 0, inconsistent: 0 });
+    for (const c of conns) await c.end();
+  }
+
+  it('a parent and child written on one node, the value taken newer on the other: the child is tombstoned at its version on both', async () => {
+    const db = 'fkclash1';
+    const conns = await setupNodes(urls(), db, DDL, ['p', 'c']);
+    const [a, b] = conns as [Connection, Connection];
+    await (await startReplicator(urls())).stop();
+    const from = await binlogHeads(urls());
+    // A writes parent 1 holding 'x' and a child of it; later B writes parent 2 holding 'x' (newer).
+    // A removes parent 1 by the clash (its child goes with it); B refuses parent 1 and drops the
+    // child's write, whose parent is gone.
+    await a.query(`INSERT INTO ${db}.p (id, u, name) VALUES (1, 'x', 'one')`);
+    await a.query(`INSERT INTO ${db}.c (id, pid, note) VALUES (10, 1, 'child')`);
+    const child = await textRows(a, `SELECT id, CAST(_lww_ts AS CHAR) FROM ${db}.c`);
+    await pause();
+    await b.query(`INSERT INTO ${db}.p (id, u, name) VALUES (2, 'x', 'two')`);
+    await check(db, conns, from, child);
+  });
+
+  it('a stored parent replaced by its own write that loses the value: its child is tombstoned at its version on both', async () => {
+    const db = 'fkclash2';
+    const conns = await setupNodes(urls(), db, DDL, ['p', 'c']);
+    const [a, b] = conns as [Connection, Connection];
+    const rep = await startReplicator(urls());
+    await a.query(`INSERT INTO ${db}.p (id, u, name) VALUES (1, NULL, 'one')`);
+    await a.query(`INSERT INTO ${db}.c (id, pid, note) VALUES (10, 1, 'child')`);
+    await converged(conns, db, 'c');
+    await rep.stop();
+    const from = await binlogHeads(urls());
+    const child = await textRows(a, `SELECT id, CAST(_lww_ts AS CHAR) FROM ${db}.c`);
+    // A gives parent 1 the value 'x'; later B writes parent 2 holding 'x' (newer). On B, parent 1's
+    // write loses to parent 2 and its stored older row goes, with the child; on A, parent 2's write
+    // removes parent 1, with the child.
+    await a.query(`UPDATE ${db}.p SET u = 'x' WHERE id = 1`);
+    await pause();
+    await b.query(`INSERT INTO ${db}.p (id, u, name) VALUES (2, 'x', 'two')`);
+    await check(db, conns, from, child);
+  });
+});

@@ -1,7 +1,7 @@
 // The generated-session oracle's allowance for ON DELETE SET NULL: only those columns, only to NULL,
 // only at the written version.
 import { describe, expect, it } from 'vitest';
-import { clearedBySetNull, type OracleTable } from '../../src/harness/session-gen.ts';
+import { clearedBySetNull, type OracleTable, removedBySink } from '../../src/harness/session-gen.ts';
 
 const col = (name: string) => ({ name, dataType: 'varchar', columnType: 'varchar(10)', json: false, collation: 'utf8mb4_bin' });
 const table: OracleTable = { name: 'c', key: [col('id')], columns: [col('id'), col('v'), col('p')], tombstoneTable: 'tomb__g__c', setNullColumns: ['p'] };
@@ -18,5 +18,31 @@ describe('a row whose SET NULL reference the parent delete cleared', () => {
     expect(clearedBySetNull(table, m('1:1#1:a#2:09', '1:1#1:a#N', '6'))).toBe(false);
     expect(clearedBySetNull(table, m('1:1#3:a#b#2:09', '1:1#3:a#b#N'))).toBe(false);
     expect(clearedBySetNull({ ...table, setNullColumns: [] }, m('1:1#1:a#2:09', '1:1#1:a#N'))).toBe(false);
+  });
+});
+
+// A row the writers expect present, absent on a node: the sink removed it at its written version,
+// as the node's conflict log says (a UNIQUE clash; a CASCADE parent deleted on another node, where
+// the key's own tombstone must hold exactly that version).
+describe('an expected row the sink removed', () => {
+  const gone = (version = '5') => ({ node: 'n1', key: 'c/1', expected: { version, row: '1:1#1:a#2:09' }, actual: null });
+  const cascade = ['foreign key cascade: removed with its parent g.p, deleted on another node'];
+  it('is gone with a CASCADE parent when the conflict log says so at its version and its key has a tombstone at that version', () => {
+    expect(removedBySink(gone(), { reasons: cascade, tombstoneVersion: 5n })).toBe(true);
+    expect(removedBySink(gone(), { reasons: ['foreign key cascade: fk (p) named a deleted parent; the row goes with it'], tombstoneVersion: 5n })).toBe(true);
+  });
+  it('is a mismatch when the key has no tombstone at that version, or nothing was logged', () => {
+    expect(removedBySink(gone(), { reasons: cascade, tombstoneVersion: undefined })).toBe(false);
+    expect(removedBySink(gone(), { reasons: cascade, tombstoneVersion: 6n })).toBe(false);
+    expect(removedBySink(gone(), { reasons: cascade, tombstoneVersion: 4n })).toBe(false);
+    expect(removedBySink(gone(), { reasons: [], tombstoneVersion: 5n })).toBe(false);
+    expect(removedBySink(gone(), { reasons: ['foreign key set null: p named a deleted parent'], tombstoneVersion: 5n })).toBe(false);
+  });
+  it('is removed by a UNIQUE clash logged at its version', () => {
+    expect(removedBySink(gone(), { reasons: ['unique key clash: removed by newer row (id=2) (version 7)'], tombstoneVersion: undefined })).toBe(true);
+  });
+  it('is never a row present on the node, nor one expected deleted', () => {
+    expect(removedBySink({ ...gone(), actual: { version: '5', row: '1:1#1:a#N' } }, { reasons: cascade, tombstoneVersion: 5n })).toBe(false);
+    expect(removedBySink({ ...gone(), expected: { version: '5', row: null } }, { reasons: cascade, tombstoneVersion: 5n })).toBe(false);
   });
 });
