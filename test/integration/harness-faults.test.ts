@@ -149,8 +149,9 @@ describeEachEngine('harness faults do what they say', { count: 2, extraArgs: ['-
     expect(e.exit.code).toBe(3);
     expect(e.exit.lastError).toBeTruthy();
     expect(e.message).toContain('code 3');
-    expect(e.atMs!).toBeLessThan(15_000);
-    expect(Date.now() - t0).toBeLessThan(30_000);
+    // Mid-run, not at the end of the 30 s workload (the restart after the kill gives up at once; slower beside other files).
+    expect(e.atMs!).toBeLessThan(25_000);
+    expect(Date.now() - t0).toBeLessThan(45_000);
     // The run healed what it broke: n2 is back.
     const c = await connect(ctx.servers[1]!.url);
     await c.query('SELECT 1');
