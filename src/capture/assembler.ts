@@ -35,9 +35,11 @@ export type CaptureEvent =
   /**
    * `partial`: the after images (inserts, updates) lack columns the binlog did not log (session
    * binlog_row_image MINIMAL or NOBLOB); absent columns are left out of the rows, never null.
+   * `sourceColumns`: the table's columns as the binlog names them for these rows (binlog_row_metadata
+   * =FULL), carried to the sink on each change (RowChange.sourceColumns).
    */
-  | { type: 'rows'; schema: string; table: string; op: 'insert' | 'delete'; rows: Row[]; bytes: number; partial?: boolean }
-  | { type: 'rows'; schema: string; table: string; op: 'update'; rows: Array<{ before: Row; after: Row }>; bytes: number; partial?: boolean }
+  | { type: 'rows'; schema: string; table: string; op: 'insert' | 'delete'; rows: Row[]; bytes: number; partial?: boolean; sourceColumns?: readonly string[] }
+  | { type: 'rows'; schema: string; table: string; op: 'update'; rows: Array<{ before: Row; after: Row }>; bytes: number; partial?: boolean; sourceColumns?: readonly string[] }
   /**
    * A commit marker (XID event, or a COMMIT query); `nextPosition` is the offset after it,
    * `timestamp` the event header's time in ms (second resolution) when known.
@@ -154,6 +156,8 @@ interface PendingChange {
   version?: bigint;
   /** The after image lacks columns: re-read the row by key (see AssembledItem.repairs). */
   partial?: boolean;
+  /** See RowChange.sourceColumns. */
+  sourceColumns?: readonly string[];
 }
 
 /**
@@ -390,7 +394,7 @@ export class TransactionAssembler {
     } else if (!event.partial) this.versionedTables.add(`${event.schema}\u0000${event.table}`);
     // A row event as large as a chunk travels alone: the changes read before it go first.
     const first = event.bytes >= this.chunkBytes && txn.changes.length > 0 && !this.options.includeApplied && !txn.appliedBySink ? this.chunk(txn, event.bytes) : [];
-    const base = { schema: event.schema, table: event.table, op: event.op };
+    const base = event.sourceColumns ? { schema: event.schema, table: event.table, op: event.op, sourceColumns: event.sourceColumns } : { schema: event.schema, table: event.table, op: event.op };
     const partial = event.partial === true && event.op !== 'delete';
     const add = (change: PendingChange) => {
       txn.changes.push(change);
@@ -467,6 +471,7 @@ export class TransactionAssembler {
       const change: RowChange = { schema: p.schema, table: p.table, op: p.op, version: versions[i]! };
       if (p.before) change.before = p.before;
       if (p.after) change.after = p.after;
+      if (p.sourceColumns && p.op !== 'delete') change.sourceColumns = p.sourceColumns;
       if (p.partial) repairs.push(i);
       return change;
     });

@@ -687,6 +687,12 @@ interface ZongjiTableMap {
   parentSchema: string;
   tableName: string;
   columns?: ZongjiColumn[];
+  /**
+   * Set by inspectTableMap: the table's columns as the TABLE_MAP event names them (binlog_row_metadata
+   * =FULL), i.e. as the source table had them when the rows were written; absent when the event does
+   * not name them. One array per event, shared by its changes (RowChange.sourceColumns).
+   */
+  lwwSourceColumns?: readonly string[];
 }
 
 interface TableMapEventShape {
@@ -728,6 +734,8 @@ function inspectTableMap(event: TableMapEventShape, position: string | undefined
     );
   }
   if (names && entry.columns?.some((c, i) => c.name !== names[i])) alignToEvent(entry, names, table, position);
+  if (names && names.length === event.columnCount) entry.lwwSourceColumns = [...names];
+  else delete entry.lwwSourceColumns;
   for (const col of entry.columns ?? []) {
     if (col.type === TYPE_JSON) {
       col.type = TYPE_BLOB;
@@ -810,7 +818,7 @@ function toCaptureEvent(event: AnyBinlogEvent): CaptureEvent | undefined {
       if (!map) return undefined;
       const columns: ColumnShape[] | undefined = map.columns?.map((c) => ({ name: c.name, type: c.lwwJson ? TYPE_JSON : c.type }));
       const name = event.getTypeName();
-      const base = { type: 'rows' as const, schema: map.parentSchema, table: map.tableName, bytes: e.size };
+      const base = { type: 'rows' as const, schema: map.parentSchema, table: map.tableName, bytes: e.size, ...(map.lwwSourceColumns ? { sourceColumns: map.lwwSourceColumns } : {}) };
       // Zongji reads a column the image does not hold as null: those are left out instead.
       const absentBefore = absentColumns(map, e.columns_present_bitmap);
       if (name === 'UpdateRows') {

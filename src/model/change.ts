@@ -15,6 +15,14 @@ export interface RowChange {
   before?: Row;
   after?: Row;
   version: bigint;
+  /**
+   * The source table's columns when the change was written (capture: the binlog's own column
+   * metadata, binlog_row_metadata=FULL). Lets the sink tell a column the source table did not have
+   * yet (schema changes reach the nodes one by one) from an incomplete image: a written target
+   * column the after image lacks and this list does not name takes its default (see prepare.ts).
+   * Without it, every missing written column is refused.
+   */
+  sourceColumns?: readonly string[];
 }
 
 export interface SourceTransaction {
@@ -50,6 +58,7 @@ const changeSchema = z
     before: rowSchema.optional(),
     after: rowSchema.optional(),
     version: z.unknown(),
+    sourceColumns: z.array(z.string().min(1).max(64)).optional(),
   })
   .strict();
 
@@ -66,7 +75,7 @@ function describePath(path: ReadonlyArray<PropertyKey>): string {
   return path.map((p) => String(p)).join('.') || '(root)';
 }
 
-const CHANGE_KEYS = new Set(['schema', 'table', 'op', 'before', 'after', 'version']);
+const CHANGE_KEYS = new Set(['schema', 'table', 'op', 'before', 'after', 'version', 'sourceColumns']);
 const OPS = new Set(['insert', 'update', 'delete']);
 const VERSION_TEXT = /^[0-9]{1,20}$/;
 const MAX_U64 = (1n << 64n) - 1n;
@@ -77,6 +86,16 @@ function isRow(v: unknown): v is Row {
 
 function isName(v: unknown): v is string {
   return typeof v === 'string' && v.length > 0 && v.length <= 64;
+}
+
+// Capture hands one column list to every change of a rows event: each list is checked once.
+const checkedLists = new WeakSet<object>();
+function validColumnList(v: unknown): v is string[] {
+  if (!Array.isArray(v)) return false;
+  if (checkedLists.has(v)) return true;
+  if (!v.every(isName)) return false;
+  checkedLists.add(v);
+  return true;
 }
 
 /**
@@ -107,6 +126,11 @@ function fastParse(input: unknown): SourceTransaction | undefined {
     const change: RowChange = { schema: c.schema, table: c.table, op, version };
     if (before) change.before = before;
     if (after) change.after = after;
+    const sourceColumns = c.sourceColumns;
+    if (sourceColumns !== undefined) {
+      if (!validColumnList(sourceColumns)) return undefined;
+      change.sourceColumns = sourceColumns;
+    }
     out[i] = change;
   }
   return sourceTimeMs === undefined ? { sourceId, position, changes: out } : { sourceId, position, changes: out, sourceTimeMs: sourceTimeMs as number };
@@ -149,6 +173,7 @@ function parseWithSchemas(input: unknown): SourceTransaction {
     const change: RowChange = { schema: c.schema, table: c.table, op: c.op, version };
     if (c.before) change.before = c.before;
     if (c.after) change.after = c.after;
+    if (c.sourceColumns) change.sourceColumns = c.sourceColumns;
     return change;
   });
   const txn: SourceTransaction = { sourceId: top.data.sourceId, position: top.data.position, changes };

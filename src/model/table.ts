@@ -12,6 +12,12 @@ export interface ColumnMeta {
   collation: string | null;
   /** MariaDB's JSON: a LONGTEXT the server checks with json_valid(). */
   json?: boolean;
+  /**
+   * An INSERT that gives the column `DEFAULT` stores what ALTER TABLE … ADD COLUMN gives existing
+   * rows: the column has a default (a literal or an expression), or is nullable (NULL). False for a
+   * NOT NULL column without one and for AUTO_INCREMENT; undefined when not known (treated as false).
+   */
+  hasDefault?: boolean;
 }
 
 export interface TableMeta {

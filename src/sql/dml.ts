@@ -14,8 +14,21 @@ import { placeholders, quoteIdent, quoteList, quoteTable } from './quote.ts';
 /** A value bound to a `?`. */
 export type BoundValue = string | number | Buffer | null;
 
-/** A column value: bound as it is, or a MySQL JSON document with typed scalars (written by typedJsonExpr). */
-export type SqlValue = BoundValue | TypedJson;
+/**
+ * The column's default, rendered as the SQL `DEFAULT` keyword in an INSERT's VALUES tuple (the server
+ * decides the value, expression defaults included): a column the source table did not have when it
+ * wrote the row (see prepare.ts). Written column values only; never a key, version or compared value.
+ */
+export class ColumnDefault {
+  static readonly value = new ColumnDefault();
+  private constructor() {}
+  toString(): string {
+    return 'DEFAULT';
+  }
+}
+
+/** A column value: bound as it is, a MySQL JSON document with typed scalars (written by typedJsonExpr), or the column's DEFAULT. */
+export type SqlValue = BoundValue | TypedJson | ColumnDefault;
 
 export interface Statement {
   sql: string;
@@ -126,6 +139,7 @@ export function columnPlaceholder(placeholder: string): string {
 /** A key or version value: typed JSON documents are row values only (JSON is never part of a key). */
 export function bound(v: SqlValue): BoundValue {
   if (v instanceof TypedJson) throw new Error('a typed JSON document can only be a written column value');
+  if (v instanceof ColumnDefault) throw new Error("a column's DEFAULT can only be a written column value");
   return v;
 }
 
@@ -173,7 +187,8 @@ export function typedJsonExpr(doc: TypedJson): Statement {
 
 /**
  * `(?, ?, ...), (...)` for rows of written values and the flattened values: one placeholder per
- * column, except a typed JSON document, which becomes its JSON_SET expression in that row.
+ * column, except a typed JSON document, which becomes its JSON_SET expression in that row, and a
+ * ColumnDefault, which becomes the keyword DEFAULT (nothing bound).
  */
 function valueRows(columnPlaceholders: readonly string[], rows: readonly (readonly SqlValue[])[]): Statement {
   const width = columnPlaceholders.length;
@@ -185,7 +200,7 @@ function valueRows(columnPlaceholders: readonly string[], rows: readonly (readon
     let typed = false;
     for (let i = 0; i < width; i++) {
       const v = r[i]!;
-      if (v instanceof TypedJson) typed = true;
+      if (v instanceof TypedJson || v instanceof ColumnDefault) typed = true;
       values.push(v as BoundValue);
     }
     if (!typed) {
@@ -194,6 +209,7 @@ function valueRows(columnPlaceholders: readonly string[], rows: readonly (readon
     }
     values.length -= width;
     const items = r.map((v, i) => {
+      if (v instanceof ColumnDefault) return 'DEFAULT';
       if (!(v instanceof TypedJson)) {
         values.push(v);
         return columnPlaceholders[i]!;

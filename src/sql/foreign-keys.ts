@@ -5,7 +5,7 @@
 import { TypedJson } from '../model/json.ts';
 import type { Dialect } from './dialect.ts';
 import { usesRowAlias } from './dialect.ts';
-import { type BoundValue, derivedRows, INDEX_COLUMN, type SqlValue, type Statement, type TableShape, type TombstoneShape } from './dml.ts';
+import { type BoundValue, ColumnDefault, derivedRows, INDEX_COLUMN, type SqlValue, type Statement, type TableShape, type TombstoneShape } from './dml.ts';
 import { quoteIdent, quoteList, quoteTable } from './quote.ts';
 
 /** Foreign keys that reference a table, one row per column in key order (bound: schema, table). */
@@ -39,6 +39,7 @@ const ALIAS = '_lww_n';
 
 function keyValue(v: SqlValue): BoundValue {
   if (v instanceof TypedJson) throw new Error('a typed JSON document can only be a written column value');
+  if (v instanceof ColumnDefault) throw new Error("a column's DEFAULT can only be a written column value");
   return v;
 }
 const VERSION_PLACEHOLDER = 'CAST(? AS DECIMAL(20,0))';

@@ -2,7 +2,8 @@
 
 export const COLUMNS_SQL =
   'SELECT COLUMN_NAME AS name, DATA_TYPE AS dataType, COLUMN_TYPE AS columnType, IS_NULLABLE AS nullable,' +
-  ' EXTRA AS extra, GENERATION_EXPRESSION AS generation, CHARACTER_SET_NAME AS charset, COLLATION_NAME AS collation' +
+  ' EXTRA AS extra, GENERATION_EXPRESSION AS generation, CHARACTER_SET_NAME AS charset, COLLATION_NAME AS collation,' +
+  ' COLUMN_DEFAULT AS columnDefault' +
   ' FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION';
 
 export const UNIQUE_KEYS_SQL =

@@ -22,6 +22,7 @@ import type { TableMeta } from '../model/table.ts';
 import { advanceCheckpointSql, readCheckpointSql } from '../sql/checkpoint.ts';
 import type { Dialect } from '../sql/dialect.ts';
 import {
+  ColumnDefault,
   deleteHolders,
   deleteTombstoned,
   guardedDelete,
@@ -106,7 +107,7 @@ export const PACKET_OVERHEAD_BYTES = 256 * 1024;
 
 /** An upper bound of a value's size on the wire (UTF-8 takes at most 3 bytes per UTF-16 unit). */
 export function wireBytesAtMost(v: SqlValue): number {
-  if (v === null) return 1;
+  if (v === null || v instanceof ColumnDefault) return 1;
   if (typeof v === 'number') return 9;
   if (typeof v === 'string') return v.length * 3 + 9;
   if (v instanceof TypedJson) return v.text.length * 3 + v.scalars.length * 64 + 9;
@@ -253,7 +254,7 @@ export async function logConflict(ctx: ApplyContext, meta: Pick<TableMeta, 'sche
   const row: Record<string, unknown> = {};
   c.columns.forEach((name, i) => {
     const v = c.value(name, i);
-    row[name] = Buffer.isBuffer(v) ? { base64: v.toString('base64') } : v;
+    row[name] = Buffer.isBuffer(v) ? { base64: v.toString('base64') } : v instanceof ColumnDefault ? { default: true } : v;
   });
   await run(ctx, `${ctx.metaSchema}.conflicts`, {
     sql: insertConflictSql(ctx.metaSchema),
@@ -392,7 +393,8 @@ async function nullDeletedParents(ctx: ApplyContext, meta: TableMeta, k: KeyPlan
   const nulled: string[] = [];
   for (const fk of meta.setNullKeys ?? []) {
     const idx = fk.columns.map((c) => meta.writableColumns.indexOf(c));
-    if (idx.some((i) => i < 0 || row[i] === null)) continue;
+    // A column given its DEFAULT has no value here to look the parent up by: the foreign key error stands.
+    if (idx.some((i) => i < 0 || row[i] === null || row[i] instanceof ColumnDefault)) continue;
     const match: UniqueValues = {
       columns: fk.parentColumns,
       placeholders: fk.columns.map((c) => keyPlaceholder(meta.columns.find((m) => m.name === c)!)),

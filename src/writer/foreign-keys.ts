@@ -18,7 +18,7 @@ import type { ResultSetHeader, RowDataPacket } from 'mysql2/promise';
 import { tombstoneTableName } from '../model/names.ts';
 import type { TableMeta } from '../model/table.ts';
 import type { Dialect } from '../sql/dialect.ts';
-import { guardedDelete, keyPlaceholder, rowExists, type SqlValue, type Statement, type TableShape, type TombstoneShape, type UniqueValues, upsertTombstones } from '../sql/dml.ts';
+import { ColumnDefault, guardedDelete, keyPlaceholder, rowExists, type SqlValue, type Statement, type TableShape, type TombstoneShape, type UniqueValues, upsertTombstones } from '../sql/dml.ts';
 import {
   type CascadeChildShape,
   COLUMN_EXISTS_SQL,
@@ -196,7 +196,10 @@ export async function respellReferencedKeys(io: ForeignKeyIo, meta: TableMeta, k
   const refs = fks.referenced;
   if (!refs || (when === 'before' && !fks.updateActs)) return false;
   const shape = shapeOf(meta);
-  const rows = keys.filter((k) => k.upsert).map((k) => [...k.key, ...refs.index.map((i) => k.upsert!.row[i]!), k.upsert!.version.toString()]);
+  // A referenced column given its DEFAULT (see prepare.ts) has no spelling to compare: such a row is not respelled.
+  const rows = keys
+    .filter((k) => k.upsert && !refs.index.some((i) => k.upsert!.row[i] instanceof ColumnDefault))
+    .map((k) => [...k.key, ...refs.index.map((i) => k.upsert!.row[i]!), k.upsert!.version.toString()]);
   let respelled = false;
   for (const part of chunks(rows, ROWS_PER_STATEMENT)) {
     const [found] = await io.select(name(meta), countRespellable(shape, refs, part));
@@ -226,7 +229,8 @@ export async function dropChildOfDeletedParent(io: ForeignKeyIo, meta: TableMeta
   const gone: string[] = [];
   for (const fk of await cascadeKeys(io, meta)) {
     const idx = fk.columns.map((c) => meta.writableColumns.indexOf(c));
-    if (idx.some((i) => i < 0 || up.row[i] === null)) continue;
+    // A column given its DEFAULT has no value here to look the parent up by: the foreign key error stands.
+    if (idx.some((i) => i < 0 || up.row[i] === null || up.row[i] instanceof ColumnDefault)) continue;
     const match: UniqueValues = {
       columns: fk.parentColumns,
       placeholders: fk.columns.map((c) => keyPlaceholder(meta.columns.find((m) => m.name === c)!)),

@@ -5,6 +5,7 @@ import { InvalidChangeError, UnknownColumnError } from '../errors.ts';
 import type { Row, RowChange, SourceTransaction } from '../model/change.ts';
 import { TypedJson } from '../model/json.ts';
 import type { ClaimIndex, ColumnMeta, TableMeta } from '../model/table.ts';
+import { ColumnDefault } from '../sql/dml.ts';
 import { keyPart, type SqlValue, toSqlValue, ValueError } from './values.ts';
 
 export interface KeyOp {
@@ -59,7 +60,7 @@ export function keyIdOf(key: readonly SqlValue[]): string {
 }
 
 function approxBytes(v: SqlValue): number {
-  if (v === null) return 1;
+  if (v === null || v instanceof ColumnDefault) return 1;
   if (typeof v === 'number') return 8;
   if (typeof v === 'string') return v.length * 2;
   if (v instanceof TypedJson) return v.text.length * 2 + v.scalars.length * 64;
@@ -128,6 +129,38 @@ function keyOf(meta: TableMeta, index: number, change: RowChange, image: 'before
   return key;
 }
 
+/**
+ * A written target column the after image lacks. When the change says the source table did not
+ * have the column when it wrote the row (sourceColumns: schema changes reach the nodes one by one),
+ * the column takes its default, as the source's own ALTER TABLE … ADD COLUMN gives that row: the
+ * keyword DEFAULT in the row's VALUES tuple, which the upsert's guarded assignment takes for a newer
+ * row. Refused: a key, UNIQUE or version column (the sink needs their values), a NOT NULL column
+ * without a default, and every column of an image that is merely incomplete (the source had it).
+ */
+function missingColumn(meta: TableMeta, index: number, change: RowChange, col: ColumnMeta): SqlValue {
+  const where = `change #${index} (${meta.schema}.${meta.table}, ${change.op})`;
+  const sourceColumns = change.sourceColumns;
+  if (!sourceColumns || sourceColumns.includes(col.name)) {
+    throw new InvalidChangeError(`${where}: after image lacks column ${col.name}; the sink needs full row images (binlog_row_image=FULL)`, index, `after.${col.name}`);
+  }
+  const remedy = `the source table had no column ${col.name} when it wrote this row (its ALTER TABLE has not reached it yet)`;
+  if (col.name === meta.versionColumn || meta.primaryKey.includes(col.name) || Object.values(meta.uniqueKeys).some((k) => k.includes(col.name))) {
+    throw new InvalidChangeError(
+      `${where}: ${remedy}, and the target's ${col.name} is part of a primary or UNIQUE key (or the version column): the sink cannot give it a default value; add the column to the source the same way, then restart`,
+      index,
+      `after.${col.name}`,
+    );
+  }
+  if (col.hasDefault !== true) {
+    throw new InvalidChangeError(
+      `${where}: ${remedy}, and the target's ${col.name} is NOT NULL without a default (or AUTO_INCREMENT): the sink cannot give the row the value the source's ALTER will; give ${meta.schema}.${meta.table}.${col.name} a default on every node (ALTER TABLE … ALTER COLUMN ${col.name} SET DEFAULT …), or ALTER the source first, then restart`,
+      index,
+      `after.${col.name}`,
+    );
+  }
+  return ColumnDefault.value;
+}
+
 /** The row's written values (plan.values), version last. */
 function fullRow(meta: TableMeta, cols: readonly ColumnMeta[], index: number, change: RowChange, row: Row): SqlValue[] {
   const values: SqlValue[] = new Array(cols.length + 1);
@@ -135,11 +168,8 @@ function fullRow(meta: TableMeta, cols: readonly ColumnMeta[], index: number, ch
     const col = cols[i]!;
     const v = row[col.name];
     if (v === undefined && !(col.name in row)) {
-      throw new InvalidChangeError(
-        `change #${index} (${meta.schema}.${meta.table}, ${change.op}): after image lacks column ${col.name}; the sink needs full row images (binlog_row_image=FULL)`,
-        index,
-        `after.${col.name}`,
-      );
+      values[i] = missingColumn(meta, index, change, col);
+      continue;
     }
     values[i] = convert(meta, index, change, 'after', col, v);
   }

@@ -23,6 +23,7 @@ import { parseSinkOptions, type SinkOptions, type SinkOptionsInput } from './opt
 import { type KeyOp, type PreparedTransaction, prepareTransaction } from './prepare.ts';
 import { emptyCounters, emptyStats, mergeBatch, type SinkStats, type TableCounters } from './stats.ts';
 import { loadTableMeta, TableMetadataCache } from './table-metadata.ts';
+import { ColumnDefault } from '../sql/dml.ts';
 import type { SqlValue } from './values.ts';
 import { setPartitionKeys } from './partition-keys.ts';
 import { alignWorkerRows, readWorkerRows, resumePoint } from './worker-checkpoints.ts';
@@ -471,7 +472,11 @@ class LwwSink implements Sink {
     });
   }
 
-  /** A batch: about batch.maxRows rows (and maxBytes) per apply worker. */
+  /**
+   * A batch: about batch.maxRows rows (and maxBytes) per apply worker. One metadata object per table:
+   * a transaction prepared after a refresh (DDL) does not join one prepared before it, whose rows
+   * have the old columns (a statement is built from one table's metadata for all its rows).
+   */
   private takeBatch(): Queued[] {
     const { batch, applyWorkers } = this.options;
     const maxRows = batch.maxRows * applyWorkers;
@@ -479,8 +484,10 @@ class LwwSink implements Sink {
     const out: Queued[] = [];
     let rows = 0;
     let bytes = 0;
+    const metas = new Map<string, TableMeta>();
     for (const q of this.pending) {
       if (out.length > 0 && (rows + q.txn.ops.length > maxRows || bytes + q.txn.bytes > maxBytes)) break;
+      if (!sameMetadata(metas, q.txn.ops)) break;
       out.push(q);
       rows += q.txn.ops.length;
       bytes += q.txn.bytes;
@@ -677,6 +684,22 @@ class LwwSink implements Sink {
   }
 }
 
+/** Records the ops' metadata per table in `metas`; false (nothing recorded) when one differs from what is there. */
+export function sameMetadata(metas: Map<string, TableMeta>, ops: readonly KeyOp[]): boolean {
+  let last: TableMeta | undefined;
+  const added: Array<[string, TableMeta]> = [];
+  for (const op of ops) {
+    if (op.meta === last) continue;
+    last = op.meta;
+    const k = tableKey(op.meta.schema, op.meta.table);
+    const known = metas.get(k) ?? added.find(([key]) => key === k)?.[1];
+    if (known === undefined) added.push([k, op.meta]);
+    else if (known !== op.meta) return false;
+  }
+  for (const [k, m] of added) metas.set(k, m);
+  return true;
+}
+
 /** The last non-key, non-version column: what the sinkMutateValue failpoint alters. */
 function mutableColumnIndex(meta: TableMeta): number {
   for (let i = meta.writableColumns.length - 2; i >= 0; i--) {
@@ -686,7 +709,7 @@ function mutableColumnIndex(meta: TableMeta): number {
 }
 
 function mutate(v: SqlValue): SqlValue {
-  if (v === null) return null;
+  if (v === null || v instanceof ColumnDefault) return v;
   if (typeof v === 'number') return v + 1;
   if (Buffer.isBuffer(v)) return Buffer.concat([v, Buffer.from([0x21])]);
   if (v instanceof TypedJson) return mutate(v.text);

@@ -16,6 +16,7 @@ interface ColumnRow extends RowDataPacket {
   generation: string | null;
   charset: string | null;
   collation: string | null;
+  columnDefault: string | null;
 }
 
 /** Loads one table's metadata; refuses tables without a primary key or version column. */
@@ -32,6 +33,8 @@ export async function loadTableMeta(conn: Connection, schema: string, table: str
     generated: /GENERATED/i.test(c.extra ?? '') || (c.generation !== null && c.generation !== ''),
     charset: c.charset,
     collation: c.collation,
+    // COLUMN_DEFAULT is NULL both for DEFAULT NULL and for no default: a nullable column has NULL either way.
+    hasDefault: !/auto_increment/i.test(c.extra ?? '') && (c.nullable === 'YES' || c.columnDefault !== null),
   }));
   const [checks] = await conn.query<RowDataPacket[]>(CHECK_CLAUSES_SQL, [schema, table]);
   for (const c of columns) {

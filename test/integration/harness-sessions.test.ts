@@ -1,8 +1,9 @@
 // Generated sessions' extra shapes (issue #15), each proved by a short run on both engines: a large
 // transaction converges with the writers' expected state; a session writing with
 // binlog_format=STATEMENT ends in the replicator's loud stop, which the harness reports as the
-// expected outcome. The DDL shape (--ddl) is not here: it stops the replicator on both engines
-// (README, "What the generated sessions find").
+// expected outcome; a run with DDL on every node in turn while the writers run (ADD COLUMN with a
+// default, then a reorder) converges: a row written before its node's ALTER that reaches a node that
+// has the column gets the column's default there (README, "Generated sessions").
 import type { RowDataPacket } from 'mysql2/promise';
 import { expect, it } from 'vitest';
 import { connect } from '../../src/db/connection.ts';
@@ -27,7 +28,7 @@ const workload = (extra: Partial<WorkloadOptions>): WorkloadOptions & { duration
 const why = (r: HarnessResult) =>
   JSON.stringify({ reasons: failureReasons(r), state: r.state.totals, mismatches: r.expectationMismatches.slice(0, 3), directions: r.directions }, (_k, v) => (typeof v === 'bigint' ? String(v) : v));
 
-describeEachEngine('generated sessions: large transactions, a refused setting', 2, (ctx) => {
+describeEachEngine('generated sessions: large transactions, DDL, a refused setting', 2, (ctx) => {
   it('a 10,000-row transaction with values of megabytes converges with the writers expected state', async () => {
     const r = await runHarness({ engine: ctx.engine, servers: ctx.servers, workload: workload({ largeTransactions: 1, largeTxRows: [10_000, 10_000], durationMs: 6_000 }) });
     expect(r.plan!.large).toHaveLength(1);
@@ -47,6 +48,14 @@ describeEachEngine('generated sessions: large transactions, a refused setting', 
         await c.end();
       }
     }
+  });
+
+  it('DDL on every node in turn while the writers run (ADD COLUMN, then a reorder) converges with the writers expected state', async () => {
+    const r = await runHarness({ engine: ctx.engine, servers: ctx.servers, workload: workload({ ddl: true, largeTransactions: 0 }) });
+    expect(failureReasons(r), why(r)).toEqual([]);
+    expect(r.converged, why(r)).toBe(true);
+    expect(r.expectationMismatches).toEqual([]);
+    expect(r.shapes).toMatchObject({ 'ddl:add-column': 2, 'ddl:reorder-column': 2 });
   });
 
   it('a session writing with binlog_format=STATEMENT: the loud stop naming the cause is the expected outcome', async () => {

@@ -6,7 +6,7 @@ import { install } from '../../src/install/install.ts';
 import { nodeIdOf } from '../../src/model/version.ts';
 import { inspectNodes, type Replicator } from '../../src/replicator/replicator.ts';
 import { describeEachEngine } from '../helpers/engines.ts';
-import { converged, eventually, setupNodes, snapshot, startReplicator } from '../helpers/replication.ts';
+import { converged, eventually, setupNodes, snapshot, startReplicator, textRows } from '../helpers/replication.ts';
 
 const DDL = ['CREATE TABLE {{db}}.items (id INT NOT NULL PRIMARY KEY, v VARCHAR(40) NOT NULL, n INT NOT NULL DEFAULT 0)'];
 
@@ -141,6 +141,49 @@ describeEachEngine('bidirectional replication', 2, (ctx) => {
     await b.query('ALTER TABLE app.items ADD COLUMN note VARCHAR(20) NULL');
     const state = JSON.parse(await converged([a, b], 'app', 'items'));
     expect(state.map((r: { id: number; note: string }) => `${r.id}:${r.note}`)).toEqual(['1:hello']);
+  });
+
+  it('a row written before the source had a column reaches a node that has it: the column takes its default, and the nodes converge after the source ALTERs', async () => {
+    replicator = await startReplicator(urls);
+    await a.query("INSERT INTO app.items (id, v) VALUES (1, 'first')");
+    await converged([a, b], 'app', 'items');
+    await replicator.stop();
+    replicator = null;
+    // B first: a column with a default, a nullable one without, then a reorder; a local write of the new column.
+    await b.query("ALTER TABLE app.items ADD COLUMN d INT NOT NULL DEFAULT 7, ADD COLUMN note VARCHAR(20) NULL");
+    await b.query('ALTER TABLE app.items MODIFY v VARCHAR(40) NOT NULL AFTER note');
+    await b.query("UPDATE app.items SET d = 99, note = 'b-note' WHERE id = 1");
+    // A, still without them, writes newer: an update of that row and a new row.
+    await new Promise((r) => setTimeout(r, 5));
+    await a.query("UPDATE app.items SET v = 'from-a' WHERE id = 1");
+    await a.query("INSERT INTO app.items (id, v) VALUES (2, 'new-on-a')");
+    replicator = await startReplicator(urls);
+    const onB = await eventually(
+      "A's rows on B",
+      () => textRows(b, 'SELECT id, v, d, note FROM app.items ORDER BY id'),
+      (rows) => rows.length === 2 && rows[0]!.startsWith('1|from-a'),
+    );
+    // The source's own ALTER will give its rows d = 7 and note NULL: so does B, over B's own older write (d = 99).
+    expect(onB).toEqual(['1|from-a|7|null', '2|new-on-a|7|null']);
+    // B's older write waits on A for the column; then A's ALTER, and both converge.
+    await a.query("ALTER TABLE app.items ADD COLUMN d INT NOT NULL DEFAULT 7, ADD COLUMN note VARCHAR(20) NULL");
+    await a.query('ALTER TABLE app.items MODIFY v VARCHAR(40) NOT NULL AFTER note');
+    const state = JSON.parse(await converged([a, b], 'app', 'items'));
+    expect(state.map((r: { id: number; v: string; d: number; note: string | null }) => `${r.id}:${r.v}:${r.d}:${r.note}`)).toEqual(['1:from-a:7:null', '2:new-on-a:7:null']);
+    await eventually('both directions streaming', async () => (await replicator!.status()).directions.map((d) => d.state).join(), (s) => s === 'streaming,streaming');
+  });
+
+  it('a row written before the source had a column stops loudly where that column is NOT NULL without a default', async () => {
+    replicator = await startReplicator(urls);
+    await b.query('ALTER TABLE app.items ADD COLUMN r INT NOT NULL');
+    await a.query("INSERT INTO app.items (id, v) VALUES (3, 'no-default')");
+    const failed = await eventually(
+      'n1→n2 to stop',
+      async () => (await replicator!.status()).directions.find((d) => d.name === 'n1→n2')!,
+      (d) => d.state === 'failed',
+    );
+    expect(failed.lastError).toMatch(/app\.items, insert\): the source table had no column r .*NOT NULL without a default/);
+    expect(await textRows(b, 'SELECT id FROM app.items')).toEqual([]);
   });
 
   it('refuses two nodes with the same node id and nodes that are not installed', async () => {

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { TypedJson } from '../../src/model/json.ts';
 import { advanceCheckpointSql, claimCheckpointSql } from '../../src/sql/checkpoint.ts';
 import { dialectFromVersion } from '../../src/sql/dialect.ts';
-import { columnPlaceholder, deleteTombstoned, guardedDelete, keyPlaceholder, lockTombstones, lwwUpsert, plainDelete, readBackVersions, replaceRows, sameKeys, tombstonedKeys, typedJsonExpr, upsertTombstones } from '../../src/sql/dml.ts';
+import { ColumnDefault, columnPlaceholder, deleteTombstoned, guardedDelete, keyPlaceholder, lockTombstones, lwwUpsert, plainDelete, readBackVersions, replaceRows, sameKeys, tombstonedKeys, typedJsonExpr, upsertTombstones } from '../../src/sql/dml.ts';
 import { quoteIdent } from '../../src/sql/quote.ts';
 import { metaSchemaDdl, tombstoneTableDdl } from '../../src/sql/templates.ts';
 
@@ -112,6 +112,19 @@ describe('LWW upsert', () => {
         ' WHERE `lww_meta`.`tomb__db__t`.`_lww_ts` >= `_lww_new`.`_lww_v` LOCK IN SHARE MODE',
       values: ['0', 'd1', 'A', '5'],
     });
+  });
+  it("a column given its DEFAULT is the keyword in that row's tuple, nothing bound, and the guarded assignment reads it", () => {
+    const mysql = lwwUpsert(shape, [[1, ColumnDefault.value, '10'], [2, 'b', '11']], 'mysql');
+    expect(mysql.sql).toContain('VALUES (CAST(? AS SIGNED), DEFAULT, CAST(? AS DECIMAL(20,0))), (CAST(? AS SIGNED), ?, CAST(? AS DECIMAL(20,0))) AS `_lww_new`');
+    expect(mysql.sql).toContain('`name` = IF(`_lww_new`.`_lww_ts` > `db`.`t`.`_lww_ts` AND `_lww_new`.`id` = `db`.`t`.`id`, `_lww_new`.`name`, `db`.`t`.`name`)');
+    expect(mysql.values).toEqual([1, '10', 2, 'b', '11']);
+    const maria = lwwUpsert(shape, [[1, ColumnDefault.value, '10']], 'mariadb');
+    expect(maria.sql).toContain('VALUES (CAST(? AS SIGNED), DEFAULT, CAST(? AS DECIMAL(20,0))) ON DUPLICATE KEY UPDATE');
+    expect(maria.sql).toContain('`name` = IF(VALUES(`_lww_ts`) > `db`.`t`.`_lww_ts` AND VALUES(`id`) = `db`.`t`.`id`, VALUES(`name`), `db`.`t`.`name`)');
+    expect(maria.values).toEqual([1, '10']);
+    expect(replaceRows(shape, [[1, ColumnDefault.value, '10']])).toEqual({ sql: 'REPLACE INTO `db`.`t` (`id`, `name`, `_lww_ts`) VALUES (?, DEFAULT, ?)', values: [1, '10'] });
+    // Never a key, version or compared value.
+    expect(() => lockTombstones(tomb, [[ColumnDefault.value]])).toThrow(/DEFAULT/);
   });
   it('refuses a column list whose last column is not the version, and rows of the wrong width', () => {
     expect(() => lwwUpsert({ ...shape, columns: ['id', '_lww_ts', 'name'] }, [[1, '1', 'a']], 'mysql')).toThrow(/last/);

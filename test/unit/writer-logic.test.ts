@@ -8,6 +8,8 @@ import type { TableMeta } from '../../src/model/table.ts';
 import { MAX_VERSION, makeVersion, nextVersion, nodeIdOf, parseVersion } from '../../src/model/version.ts';
 import { coalesce, parentsFirst, type TablePlan } from '../../src/writer/coalesce.ts';
 import { prepareTransaction } from '../../src/writer/prepare.ts';
+import { ColumnDefault } from '../../src/sql/dml.ts';
+import { sameMetadata } from '../../src/writer/sink.ts';
 import { upsertOutcome } from '../../src/writer/stats.ts';
 import { toSqlValue } from '../../src/writer/values.ts';
 
@@ -69,6 +71,51 @@ describe('change validation', () => {
     expect(() => prep([{ schema: 'db', table: 't', op: 'insert', after: { v: 'a' }, version: '1' }])).toThrow(/lacks primary-key column id/);
     expect(() => prep([{ schema: 'db', table: 't', op: 'insert', after: { id: 1 }, version: '1' }])).toThrow(/lacks column v/);
     expect(() => prep([{ schema: 'db', table: 't', op: 'insert', after: { id: 'x', v: 'a' }, version: '1' }])).toThrow(/after.id.*integer/);
+  });
+  it('a column the source table did not have yet takes its DEFAULT; anything else missing is refused', () => {
+    const col = (name: string, nullable: boolean, hasDefault?: boolean) => ({ name, dataType: 'int', columnType: 'int', nullable, generated: false, charset: null, collation: null, ...(hasDefault === undefined ? {} : { hasDefault }) });
+    const altered: TableMeta = {
+      ...meta,
+      columns: [...meta.columns.slice(0, 3), col('d', false, true), col('n', true, true), col('r', false, false), col('u', true, true), col('x', false), meta.columns[3]!],
+      uniqueKeys: { uk: ['u'] },
+      writableColumns: ['id', 'v', 'd', 'n', 'r', 'u', 'x', '_lww_ts'],
+    };
+    const prep = (after: Record<string, unknown>, sourceColumns?: string[], op = 'insert') =>
+      prepareTransaction(
+        txn([{ schema: 'db', table: 't', op, ...(op === 'update' ? { before: { id: 1, v: 'a' } } : {}), after, version: '7', ...(sourceColumns ? { sourceColumns } : {}) }]),
+        () => altered,
+      );
+    const full = { r: 3, u: 4, x: 5 };
+    // The source table had neither d nor n: both take their default (update and insert alike).
+    for (const op of ['insert', 'update']) {
+      const p = prep({ id: 1, v: 'a', ...full }, ['id', 'v', 'r', 'u', 'x', '_lww_ts'], op);
+      expect(p.ops.at(-1)!.row).toEqual(['1', 'a', ColumnDefault.value, ColumnDefault.value, '3', '4', '5', '7']);
+    }
+    // Columns matched by name: the source's order does not matter.
+    expect(prep({ id: 1, v: 'a', ...full }, ['x', 'u', 'r', '_lww_ts', 'v', 'id']).ops[0]!.row![2]).toBe(ColumnDefault.value);
+    // The source had d, the image lacks it: incomplete, refused as before; no source columns (a library user): the same.
+    expect(() => prep({ id: 1, v: 'a', n: 1, ...full }, ['id', 'v', 'd', 'n', 'r', 'u', 'x', '_lww_ts'])).toThrow(/after image lacks column d; the sink needs full row images/);
+    expect(() => prep({ id: 1, v: 'a', n: 1, ...full })).toThrow(/after image lacks column d; the sink needs full row images/);
+    // NOT NULL without a default (r), unknown default (x), a UNIQUE column (u): stop, naming table and column.
+    const src = ['id', 'v', 'd', 'n', '_lww_ts'];
+    expect(() => prep({ id: 1, v: 'a', d: 1, n: 1, u: 4, x: 5 }, [...src, 'u', 'x'])).toThrow(/db\.t, insert\): the source table had no column r .*NOT NULL without a default/);
+    expect(() => prep({ id: 1, v: 'a', d: 1, n: 1, r: 3, u: 4 }, [...src, 'r', 'u'])).toThrow(/no column x .*NOT NULL without a default/);
+    expect(() => prep({ id: 1, v: 'a', d: 1, n: 1, r: 3, x: 5 }, [...src, 'r', 'x'])).toThrow(/no column u .*primary or UNIQUE key/);
+    // A key column never: the image lacks it whatever the source had.
+    expect(() => prep({ v: 'a', d: 1, n: 1, ...full }, ['v'])).toThrow(/lacks primary-key column id/);
+    // The list travels through validation; a bad one is refused.
+    expect(() => txn([{ schema: 'db', table: 't', op: 'insert', after: { id: 1 }, version: '1', sourceColumns: [1] }])).toThrow(/sourceColumns/);
+  });
+  it('a batch takes one metadata object per table: a transaction prepared after a refresh waits for the next batch', () => {
+    const refreshed: TableMeta = { ...meta, columns: [...meta.columns] };
+    const other: TableMeta = { ...meta, table: 'u' };
+    const ops = (m: TableMeta) => prepareTransaction(txn([{ schema: 'db', table: m.table, op: 'insert', after: { id: 1, v: 'a' }, version: '1' }]), () => m).ops;
+    const metas = new Map<string, TableMeta>();
+    expect(sameMetadata(metas, ops(meta))).toBe(true);
+    expect(sameMetadata(metas, [...ops(other), ...ops(meta)])).toBe(true);
+    expect(sameMetadata(metas, [...ops(other), ...ops(refreshed)])).toBe(false);
+    expect([...metas.values()]).toEqual([meta, other]);
+    expect(sameMetadata(new Map(), [...ops(meta), ...ops(refreshed)])).toBe(false);
   });
   it('a primary-key change becomes delete of the old key and upsert of the new one with the same version', () => {
     const p = prepareTransaction(txn([{ schema: 'db', table: 't', op: 'update', before: { id: 1, v: 'a' }, after: { id: 2, v: 'a', g: 9 }, version: '5' }]), () => meta);
