@@ -14,7 +14,7 @@ import { checkSourceIdentity, readSourceIdentity, recordSourceIdentity } from '.
 import { checkStreamHorizon } from '../gc/guard.ts';
 import { sourceClockMs } from '../gc/state.ts';
 import { DirectionFailedError, DirectionStalledError } from '../errors.ts';
-import { blockersMariadbSql, blockersMysqlSql, innodbTrxSql, KILL_CONNECTION_SQL, lockHoldersSql, processlistSql } from '../sql/watchdog.ts';
+import { blockersSql, innodbTrxSql, KILL_CONNECTION_SQL, lockHoldersSql, processlistSql } from '../sql/watchdog.ts';
 import { describeStall, type ProgressSample, redactLiterals, StallClock, type StallReport, stallIsRepeated } from './watchdog.ts';
 import { type Classified, classifyFailure, failureMessage } from './classify.ts';
 import type { Logger, SinkOptionsInput } from '../writer/options.ts';
@@ -489,7 +489,7 @@ export class Direction {
       const trx = await q(innodbTrxSql(ids.length), ids).catch(() => []);
       for (const r of trx) out.push(`connection ${r.id}: InnoDB transaction ${r.state}${r.waited === null ? '' : ` for ${r.waited} s`}, ${r.locked} rows locked`);
       if (trx.some((r) => String(r.state) === 'LOCK WAIT')) {
-        const blockers = await q(blockersMariadbSql(ids.length), ids).catch(() => q(blockersMysqlSql(ids.length), ids).catch(() => undefined));
+        const blockers = await q(blockersSql('mariadb', ids.length), ids).catch(() => q(blockersSql('mysql', ids.length), ids).catch(() => undefined));
         for (const b of blockers ?? []) {
           out.push(`connection ${b.waiting} waits for a lock held by connection ${b.blocking} (transaction ${b.state}${b.query ? `, running "${redactLiterals(String(b.query))}"` : ', idle in its transaction'})`);
         }

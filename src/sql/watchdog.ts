@@ -16,24 +16,20 @@ export function innodbTrxSql(ids: number): string {
   );
 }
 
-/** MariaDB: the sessions blocking the given ones (information_schema.INNODB_LOCK_WAITS). */
-export function blockersMariadbSql(ids: number): string {
-  return (
-    'SELECT r.trx_mysql_thread_id AS waiting, b.trx_mysql_thread_id AS blocking, b.trx_state AS state, LEFT(b.trx_query, 160) AS query ' +
-    'FROM information_schema.INNODB_LOCK_WAITS w ' +
-    'JOIN information_schema.INNODB_TRX r ON r.trx_id = w.requesting_trx_id ' +
-    'JOIN information_schema.INNODB_TRX b ON b.trx_id = w.blocking_trx_id ' +
-    `WHERE r.trx_mysql_thread_id IN (${placeholders(ids)})`
-  );
-}
+/** Where each engine lists lock waits: MariaDB in information_schema, MySQL 8+ in performance_schema. */
+const LOCK_WAITS = {
+  mariadb: { table: 'information_schema.INNODB_LOCK_WAITS', requesting: 'requesting_trx_id', blocking: 'blocking_trx_id' },
+  mysql: { table: 'performance_schema.data_lock_waits', requesting: 'REQUESTING_ENGINE_TRANSACTION_ID', blocking: 'BLOCKING_ENGINE_TRANSACTION_ID' },
+} as const;
 
-/** MySQL 8+: the same from performance_schema.data_lock_waits. */
-export function blockersMysqlSql(ids: number): string {
+/** The sessions blocking the given ones, from the engine's lock-wait table. */
+export function blockersSql(engine: keyof typeof LOCK_WAITS, ids: number): string {
+  const w = LOCK_WAITS[engine];
   return (
     'SELECT r.trx_mysql_thread_id AS waiting, b.trx_mysql_thread_id AS blocking, b.trx_state AS state, LEFT(b.trx_query, 160) AS query ' +
-    'FROM performance_schema.data_lock_waits w ' +
-    'JOIN information_schema.INNODB_TRX r ON r.trx_id = w.REQUESTING_ENGINE_TRANSACTION_ID ' +
-    'JOIN information_schema.INNODB_TRX b ON b.trx_id = w.BLOCKING_ENGINE_TRANSACTION_ID ' +
+    `FROM ${w.table} w ` +
+    `JOIN information_schema.INNODB_TRX r ON r.trx_id = w.${w.requesting} ` +
+    `JOIN information_schema.INNODB_TRX b ON b.trx_id = w.${w.blocking} ` +
     `WHERE r.trx_mysql_thread_id IN (${placeholders(ids)})`
   );
 }
