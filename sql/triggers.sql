@@ -37,9 +37,11 @@
 -- (The delete's version always wins there: it is above the tombstone it read.)
 -- Column references are qualified so a column named like a local variable (lww_prev) stays a column.
 --
--- Secondary UNIQUE keys with a claim table (src/model/table.ts ClaimIndex): a local write that gives
--- a value up (update off it, delete) records the value, the row's key and the version it held it at
--- ({{release_claims_of_updated}}, {{release_claims_of_deleted}}); a local write that takes a value
+-- Secondary UNIQUE keys with a claim table (src/model/table.ts ClaimIndex): a write that gives a
+-- value up (update off it, delete) records the value, the row's key and the version it held it at
+-- ({{release_claims_of_updated}}, {{release_claims_of_deleted}}) — the sink's writes too: the row it
+-- overwrites or removes held the value on some node, which the peers learn as a claim (from the
+-- after image, src/writer/claims.ts), so this node must remember it as well; a local write that takes a value
 -- is stamped above every claim of it ({{lock_claims_of_new}}, {{lock_claims_of_changed}}, {{recheck_claims_of_new}}; locking
 -- reads, re-checked after the insert like the tombstone), so it never loses to a claim it has seen.
 -- Empty for a table without claim tables.
@@ -176,8 +178,8 @@ BEGIN
     SET lww_v = (lww_phys << 10) | {{node_id}};
     INSERT INTO {{tombstone}} ({{key_columns}}, {{version}}) VALUES ({{old_key}}, lww_v)
       ON DUPLICATE KEY UPDATE {{tomb_key_of_old}}, {{tomb_version}} = GREATEST({{tomb_version}}, lww_v);{{check_kept_references}}
-{{release_claims_of_deleted}}
   END IF;
+{{release_claims_of_deleted}}
 END
 ;
 -- Only on a table whose rows other installed tables reference with ON DELETE CASCADE: cascaded

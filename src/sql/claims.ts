@@ -87,6 +87,32 @@ export function deleteBelowClaims(shape: TableShape, claim: ClaimShape, rows: re
 }
 
 /**
+ * The rows holding one of `values` below the claim stored for that value by another row, locked
+ * with the claims (the latest committed, whatever the snapshot): their primary-key columns and
+ * `_lww_v` (their version as text). Values: each the UNIQUE key's columns.
+ */
+export function rowsBelowStoredClaims(shape: TableShape, claim: ClaimShape, values: readonly (readonly SqlValue[])[]): Statement {
+  const t = quoteTable(shape.schema, shape.table);
+  const c = quoteTable(claim.metaSchema, claim.claimTable);
+  const owners = claimOwnerColumns(shape.primaryKey);
+  const version = quoteIdent(shape.versionColumn);
+  const claimed = quoteIdent(CLAIM_VERSION_COLUMN);
+  const on = claim.columns.map((col) => `${c}.${quoteIdent(col)} = ${t}.${quoteIdent(col)}`).join(' AND ');
+  const same = owners.map((o, i) => `${c}.${quoteIdent(o)} = ${t}.${quoteIdent(shape.primaryKey[i]!)}`).join(' AND ');
+  const one = `(${claim.columns.map((col, i) => `${t}.${quoteIdent(col)} = ${columnPlaceholder(claim.placeholders[i]!)}`).join(' AND ')})`;
+  const params: BoundValue[] = [];
+  for (const v of values) {
+    if (v.length !== claim.columns.length) throw new Error(`a claimed value has ${v.length} columns, the statement binds ${claim.columns.length}`);
+    params.push(...v.map(bound));
+  }
+  const cols = [...shape.primaryKey.map((k) => `${t}.${quoteIdent(k)}`), `CAST(${t}.${version} AS CHAR) AS ${quoteIdent('_lww_v')}`];
+  return {
+    sql: `SELECT ${cols.join(', ')} FROM ${t} JOIN ${c} ON ${on} WHERE (${new Array(values.length).fill(one).join(' OR ')}) AND ${c}.${claimed} > ${t}.${version} AND NOT (${same}) FOR UPDATE`,
+    values: params,
+  };
+}
+
+/**
  * Which incoming rows (by position, `_lww_i`) a stored claim of their value beats: a claim by
  * another row at a newer version. A locking read, so a claim committed meanwhile is seen. Rows:
  * the value, the row's key, its version.

@@ -202,20 +202,19 @@ function claimFragments(target: TriggerTarget): Record<string, string> {
       `${lockAll}\n    IF lww_prev >= NEW.${version} THEN\n` +
       "      SIGNAL SQLSTATE '40001' SET MESSAGE_TEXT = 'lww: a replicated claim of this UNIQUE value committed while the insert ran; retry the transaction';\n    END IF;",
     lock_claims_of_changed: parts.map((p) => `    IF NOT (${p.unchanged}) THEN\n      ${p.lock}\n    END IF;`).join('\n'),
-    // After the update: the values given up are recorded; a value taken is checked again against
+    // After the update: the values given up are recorded — by the sink's writes too (a stored row
+    // it overwrites or removes held its value at its version on some node: the other nodes learn
+    // of it as a claim, so this one must too); a value a local write takes is checked again against
     // claims committed since the BEFORE trigger's read (READ COMMITTED takes no gap lock there).
-    release_claims_of_updated:
-      '  IF lww_stamp THEN\n' +
-      parts
-        .map(
-          (p) =>
-            `    IF NOT (${p.unchanged}) THEN\n      ${p.lock}\n      IF lww_prev >= NEW.${version} THEN\n` +
-            "        SIGNAL SQLSTATE '40001' SET MESSAGE_TEXT = 'lww: a replicated claim of this UNIQUE value committed while the update ran; retry the transaction';\n" +
-            `      END IF;\n      IF ${p.held} THEN\n        ${p.record}\n      END IF;\n    END IF;`,
-        )
-        .join('\n') +
-      '\n  END IF;',
-    release_claims_of_deleted: parts.map((p) => `    IF ${p.held} THEN\n      ${p.record}\n    END IF;`).join('\n'),
+    release_claims_of_updated: parts
+      .map(
+        (p) =>
+          `  IF NOT (${p.unchanged}) THEN\n    IF lww_stamp THEN\n      ${p.lock}\n      IF lww_prev >= NEW.${version} THEN\n` +
+          "        SIGNAL SQLSTATE '40001' SET MESSAGE_TEXT = 'lww: a replicated claim of this UNIQUE value committed while the update ran; retry the transaction';\n" +
+          `      END IF;\n    END IF;\n    IF ${p.held} THEN\n      ${p.record}\n    END IF;\n  END IF;`,
+      )
+      .join('\n'),
+    release_claims_of_deleted: parts.map((p) => `  IF ${p.held} THEN\n    ${p.record}\n  END IF;`).join('\n'),
   };
 }
 

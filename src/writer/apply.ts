@@ -43,7 +43,7 @@ import {
   uniqueHolders,
   upsertTombstones,
 } from '../sql/dml.ts';
-import { recordReleases, withoutClaimLosers } from './claims.ts';
+import { recordReleases, settleClaims, withoutClaimLosers } from './claims.ts';
 import type { KeyPlan, PlannedUpsert, TablePlan } from './coalesce.ts';
 import { dropChildOfDeletedParent, type ForeignKeyIo, respellReferencedKeys, rowsToDelete, tombstoneChildrenOfClashLosers } from './foreign-keys.ts';
 import { emptyCounters, type TableCounters, upsertOutcome } from './stats.ts';
@@ -611,6 +611,8 @@ async function applyUpsertsLww(ctx: ApplyContext, plan: TablePlan, counts: Table
   }
   if (upserts.length > 0) await respellReferencedKeys(foreignKeyIo(ctx), plan.meta, upserts, 'before');
   if (upserts.length > 0) await applyUpserts(ctx, plan.meta, upserts, counts);
+  // Then the values incoming rows held without ending stored here count as claims too.
+  if (plan.meta.claims && plan.meta.claims.length > 0) await settleClaims(ctx, plan.meta, upserts, counts);
 }
 
 async function applyTableBypass(ctx: ApplyContext, plan: TablePlan, counts: TableCounters): Promise<void> {

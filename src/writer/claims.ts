@@ -4,14 +4,22 @@
 // claim, and incoming rows older than a stored claim of their value lose to it. Without this, the
 // outcome of a clash depended on whether the older row met the newer one before it moved off the
 // value, which differs by node (a coalesced batch never shows the intermediate claim).
+//
+// The rule every node applies alike: a row holding a value at version v gives way to any other row
+// that held the value at a newer version, on any node, whether that row still holds it or not. So
+// every row version a node learns of counts: its stored rows (the triggers record a value when a
+// write, the sink's too, moves a row off it or removes it), the before images (releases), and the
+// after images that do not end stored here (settleClaims: an upsert older than its key's stored
+// row or tombstone, a value a key held earlier in the batch) — else the node where such a row
+// version landed removes the older holder and the node where it did not keeps it.
 import type { RowDataPacket } from 'mysql2/promise';
 import type { ClaimIndex, TableMeta } from '../model/table.ts';
-import { beatenByClaims, type ClaimRow, type ClaimShape, deleteBelowClaims, heldBelowClaims, rowsBelowClaims, upsertClaims } from '../sql/claims.ts';
+import { beatenByClaims, type ClaimRow, type ClaimShape, deleteBelowClaims, heldBelowClaims, rowsBelowClaims, rowsBelowStoredClaims, upsertClaims } from '../sql/claims.ts';
 import { guardedDelete, keyPlaceholder, type SqlValue, tombstoneRowsWhere, upsertTombstones } from '../sql/dml.ts';
 import { type ApplyContext, chunks, foreignKeyIo, logConflict, MAX_PARAMS, MAX_ROWS_PER_STATEMENT, ofUpsert, readBack, run, select, shapesOf } from './apply.ts';
 import type { KeyPlan } from './coalesce.ts';
 import { tombstoneChildrenOfClashLosers } from './foreign-keys.ts';
-import type { ClaimRelease } from './prepare.ts';
+import { type ClaimRelease, keyIdOf } from './prepare.ts';
 import type { TableCounters } from './stats.ts';
 
 const claimShapes = new WeakMap<ClaimIndex, ClaimShape>();
@@ -111,4 +119,61 @@ export async function withoutClaimLosers(ctx: ApplyContext, meta: TableMeta, key
     await logConflict(ctx, meta, ofUpsert(meta, up, `unique key clash: removed by a newer claim of its ${lost.get(k)} value`));
   }
   return keys.filter((k) => !lost.has(k));
+}
+
+/**
+ * After a table's upserts: the UNIQUE values incoming rows held without ending stored here — an
+ * upsert older than its key's stored row or tombstone (skipped), an earlier value of a key in this
+ * batch — are recorded as claims at their versions; then every row holding one of the batch's
+ * values below the claim stored for it (by another row) gives way as in recordReleases. The second
+ * step also catches a row of this batch that took a value a stored row gave up during the batch
+ * (the triggers record that claim only then).
+ */
+export async function settleClaims(ctx: ApplyContext, meta: TableMeta, keys: readonly KeyPlan[], counts: TableCounters): Promise<void> {
+  if (keys.length === 0 || !meta.claims || meta.claims.length === 0) return;
+  const s = shapesOf(meta, ctx.metaSchema);
+  const stored = await readBack(ctx, meta, keys.map((k) => k.key));
+  for (const claim of meta.claims) {
+    const idx = claim.columns.map((c) => meta.writableColumns.indexOf(c));
+    const valuesOf = (row: readonly SqlValue[]): SqlValue[] | undefined => {
+      const v = idx.map((i) => row[i]!);
+      return v.some((x) => x === null) ? undefined : v;
+    };
+    const held: ClaimRow[] = [];
+    const written = new Map<string, SqlValue[]>();
+    keys.forEach((k, i) => {
+      const up = k.upsert!;
+      const last = valuesOf(up.row);
+      const lastId = last && keyIdOf(last);
+      if (last) written.set(lastId!, last);
+      if (last && stored[i]!.row !== up.version) held.push({ values: last, owner: k.key, version: up.version });
+      for (const h of k.history) {
+        const v = h === up ? undefined : valuesOf(h.row);
+        if (v && keyIdOf(v) !== lastId) {
+          held.push({ values: v, owner: k.key, version: h.version });
+          written.set(keyIdOf(v), v);
+        }
+      }
+    });
+    const shape = claimShapeOf(meta, claim, ctx.metaSchema);
+    for (const part of chunks(held, perStatement(meta, claim))) await run(ctx, `${ctx.metaSchema}.${claim.table}`, upsertClaims(s.table, shape, part, ctx.dialect));
+    for (const part of chunks([...written.values()], perStatement(meta, claim))) {
+      const holders = await select(ctx, s.name, rowsBelowStoredClaims(s.table, shape, part));
+      if (holders.length === 0) continue;
+      const rows = holders.map((h) => [...meta.primaryKey.map((c) => h[c] as SqlValue), h._lww_v as string]);
+      await run(ctx, s.name, upsertTombstones(s.tomb, rows, ctx.dialect));
+      const below = rows.map((r) => [...r.slice(0, -1), (BigInt(r.at(-1) as string) + 1n).toString()]);
+      await tombstoneChildrenOfClashLosers(foreignKeyIo(ctx), meta, below, keys[0]!.upsert!.sourceId, counts);
+      counts.uniqueClashes += (await run(ctx, s.name, guardedDelete(s.table, below))).affectedRows;
+      for (const h of holders) {
+        await logConflict(ctx, meta, {
+          sourceId: keys[0]!.upsert!.sourceId,
+          reason: `unique key clash: removed by a newer claim of its ${claim.index} value`,
+          version: BigInt(h._lww_v as string),
+          columns: meta.primaryKey,
+          value: (c) => h[c],
+        });
+      }
+    }
+  }
 }

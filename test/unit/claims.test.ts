@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { InvalidChangeError } from '../../src/errors.ts';
 import { parseSourceTransaction } from '../../src/model/change.ts';
 import type { TableMeta } from '../../src/model/table.ts';
-import { beatenByClaims, heldBelowClaims, upsertClaims } from '../../src/sql/claims.ts';
+import { beatenByClaims, heldBelowClaims, rowsBelowStoredClaims, upsertClaims } from '../../src/sql/claims.ts';
 import { coalesce } from '../../src/writer/coalesce.ts';
 import { prepareTransaction } from '../../src/writer/prepare.ts';
 
@@ -93,5 +93,16 @@ describe('claim statements', () => {
     expect(beaten.sql).toContain('> `_lww_new`.`_lww_v` AND NOT (`lww_meta`.`claim__db__t__uq`.`_lww_owner0` = `_lww_new`.`_lww_k0`) LOCK IN SHARE MODE');
     expect(beaten.values).toEqual(['0', 'x', 1, '1000', '1', 'y', 2, '18446744073709551615']);
     expect(() => heldBelowClaims(shape, claim, [{ values: ['x', 'y'], owner: [1], version: 1n }])).toThrow(/binds 1 and 1/);
+  });
+  it('selects, locked, the rows holding given values below the claim stored for the value by another row', () => {
+    const st = rowsBelowStoredClaims(shape, claim, [['x'], ['y']]);
+    expect(st.sql).toBe(
+      'SELECT `db`.`t`.`id`, CAST(`db`.`t`.`_lww_ts` AS CHAR) AS `_lww_v`' +
+        ' FROM `db`.`t` JOIN `lww_meta`.`claim__db__t__uq` ON `lww_meta`.`claim__db__t__uq`.`u` = `db`.`t`.`u`' +
+        ' WHERE ((`db`.`t`.`u` = ?) OR (`db`.`t`.`u` = ?)) AND `lww_meta`.`claim__db__t__uq`.`_lww_claimed_at` > `db`.`t`.`_lww_ts`' +
+        ' AND NOT (`lww_meta`.`claim__db__t__uq`.`_lww_owner0` = `db`.`t`.`id`) FOR UPDATE',
+    );
+    expect(st.values).toEqual(['x', 'y']);
+    expect(() => rowsBelowStoredClaims(shape, claim, [['x', 'y']])).toThrow(/binds 1/);
   });
 });
