@@ -155,65 +155,94 @@ describeEachEngine('UNIQUE values given up are remembered as claims', 1, (ctx) =
     expect(sink.stats().tables['uc5.t']).toMatchObject({ uniqueClashes: 2 });
   });
 
+  it('a holder below a claim that the same batch writes again newer is overwritten, not removed: its ON DELETE CASCADE children stay', async () => {
+    await conn.query('DROP DATABASE IF EXISTS lww_meta');
+    await freshDatabase(conn, 'uc7', [
+      'CREATE TABLE {{db}}.p (id INT NOT NULL PRIMARY KEY, u VARCHAR(5) NULL, UNIQUE KEY uq (u)) ENGINE=InnoDB',
+      'CREATE TABLE {{db}}.c (id INT NOT NULL PRIMARY KEY, pid INT NULL, FOREIGN KEY (pid) REFERENCES {{db}}.p (id) ON DELETE CASCADE) ENGINE=InnoDB',
+    ]);
+    await install({ url, nodeId: 2, tables: ['uc7.p', 'uc7.c'] });
+    await conn.query("INSERT INTO uc7.p (id, u) VALUES (1, 'x')");
+    await conn.query('INSERT INTO uc7.c (id, pid) VALUES (1, 1)');
+    const base = (await versionOf('uc7', 'p', 1)) + 10_240n;
+    // The peer never held parent 1 at 'x': its row 2 took 'x' (newer), moved on, and the peer wrote
+    // parent 1 at 'z' later still. There nothing removed parent 1, so its child stays there.
+    const sink = sinkFor();
+    await sink.write({
+      sourceId: 'peer',
+      position: '1',
+      changes: [
+        { schema: 'uc7', table: 'p', op: 'insert', after: { id: 2, u: 'x' }, version: base },
+        { schema: 'uc7', table: 'p', op: 'update', before: { id: 2, u: 'x', _lww_ts: base.toString() }, after: { id: 2, u: 'y' }, version: base + 1024n },
+        { schema: 'uc7', table: 'p', op: 'update', before: { id: 1, u: 'w', _lww_ts: (base - 20_480n).toString() }, after: { id: 1, u: 'z' }, version: base + 2048n },
+      ],
+    });
+    await sink.flush();
+    expect(await textRows(conn, 'SELECT id, u, CAST(_lww_ts AS CHAR) FROM uc7.p ORDER BY id')).toEqual([`1|z|${base + 2048n}`, `2|y|${base + 1024n}`]);
+    expect(await textRows(conn, 'SELECT id, pid FROM uc7.c')).toEqual(['1|1']);
+    expect(await textRows(conn, 'SELECT COUNT(*) FROM lww_meta.conflicts')).toEqual(['0']);
+    expect(await textRows(conn, 'SELECT COUNT(*) FROM lww_meta.tomb__uc7__c')).toEqual(['0']);
+  });
+
   // Generated seeds 3 and 6 in the test suite (harness-generated): each node met a row version the
   // other did not keep, and only one of them let it decide the clash.
   it('an incoming row older than its key\'s stored row still claims its value: an older holder gives way', async () => {
-    await setup('uc7', 't');
-    await conn.query("INSERT INTO uc7.t (id, u, c) VALUES (2, 'x', 'local')");
-    const older = await versionOf('uc7', 't', 2);
-    await conn.query("INSERT INTO uc7.t (id, u, c) VALUES (1, 'y', 'local')");
-    const newest = await versionOf('uc7', 't', 1);
+    await setup('uc8', 't');
+    await conn.query("INSERT INTO uc8.t (id, u, c) VALUES (2, 'x', 'local')");
+    const older = await versionOf('uc8', 't', 2);
+    await conn.query("INSERT INTO uc8.t (id, u, c) VALUES (1, 'y', 'local')");
+    const newest = await versionOf('uc8', 't', 1);
     // The peer's row 1 held 'X' between the two (the peer never saw this node's row 1; on the peer
     // it met row 2 holding 'x' and removed it). Here it is older than the stored row 1.
     const between = (((older >> 10n) + 1n) << 10n) | 3n;
     expect(between).toBeLessThan(newest);
     const sink = sinkFor();
-    await sink.write({ sourceId: 'peer', position: '1', changes: [ins('uc7', 't', 1, 'X', 'peer', between)] });
+    await sink.write({ sourceId: 'peer', position: '1', changes: [ins('uc8', 't', 1, 'X', 'peer', between)] });
     await sink.flush();
-    expect(await textRows(conn, 'SELECT id, u, c FROM uc7.t ORDER BY id')).toEqual(['1|y|local']);
-    expect(await textRows(conn, 'SELECT id, CAST(_lww_ts AS CHAR) FROM lww_meta.tomb__uc7__t')).toEqual([`2|${older}`]);
-    expect(await textRows(conn, 'SELECT u, _lww_owner0, CAST(_lww_claimed_at AS CHAR) FROM lww_meta.claim__uc7__t__uq')).toEqual([`X|1|${between}`]);
+    expect(await textRows(conn, 'SELECT id, u, c FROM uc8.t ORDER BY id')).toEqual(['1|y|local']);
+    expect(await textRows(conn, 'SELECT id, CAST(_lww_ts AS CHAR) FROM lww_meta.tomb__uc8__t')).toEqual([`2|${older}`]);
+    expect(await textRows(conn, 'SELECT u, _lww_owner0, CAST(_lww_claimed_at AS CHAR) FROM lww_meta.claim__uc8__t__uq')).toEqual([`X|1|${between}`]);
     expect(await textRows(conn, 'SELECT CAST(version AS CHAR), reason FROM lww_meta.conflicts')).toEqual([`${older}|unique key clash: removed by a newer claim of its uq value`]);
   });
 
   it('an incoming row held back by its key\'s tombstone still claims its value: an older holder gives way', async () => {
-    await setup('uc8', 't');
-    await conn.query("INSERT INTO uc8.t (id, u, c) VALUES (2, 'x', 'local')");
-    const older = await versionOf('uc8', 't', 2);
-    await conn.query("INSERT INTO uc8.t (id, u, c) VALUES (1, 'w', 'local')");
-    await conn.query('DELETE FROM uc8.t WHERE id = 1');
-    const [deleted] = await textRows(conn, 'SELECT CAST(_lww_ts AS CHAR) FROM lww_meta.tomb__uc8__t WHERE id = 1');
+    await setup('uc9', 't');
+    await conn.query("INSERT INTO uc9.t (id, u, c) VALUES (2, 'x', 'local')");
+    const older = await versionOf('uc9', 't', 2);
+    await conn.query("INSERT INTO uc9.t (id, u, c) VALUES (1, 'w', 'local')");
+    await conn.query('DELETE FROM uc9.t WHERE id = 1');
+    const [deleted] = await textRows(conn, 'SELECT CAST(_lww_ts AS CHAR) FROM lww_meta.tomb__uc9__t WHERE id = 1');
     const between = (((older >> 10n) + 1n) << 10n) | 3n;
     expect(between).toBeLessThan(BigInt(deleted!));
     const sink = sinkFor();
-    await sink.write({ sourceId: 'peer', position: '1', changes: [ins('uc8', 't', 1, 'x', 'peer', between)] });
+    await sink.write({ sourceId: 'peer', position: '1', changes: [ins('uc9', 't', 1, 'x', 'peer', between)] });
     await sink.flush();
-    expect(await textRows(conn, 'SELECT id, u, c FROM uc8.t ORDER BY id')).toEqual([]);
-    expect(await textRows(conn, 'SELECT id, CAST(_lww_ts AS CHAR) FROM lww_meta.tomb__uc8__t ORDER BY id')).toEqual([`1|${deleted}`, `2|${older}`]);
-    expect(sink.stats().tables['uc8.t']).toMatchObject({ uniqueClashes: 1, skippedByTombstone: 1 });
+    expect(await textRows(conn, 'SELECT id, u, c FROM uc9.t ORDER BY id')).toEqual([]);
+    expect(await textRows(conn, 'SELECT id, CAST(_lww_ts AS CHAR) FROM lww_meta.tomb__uc9__t ORDER BY id')).toEqual([`1|${deleted}`, `2|${older}`]);
+    expect(sink.stats().tables['uc9.t']).toMatchObject({ uniqueClashes: 1, skippedByTombstone: 1 });
   });
 
   it('a row the sink deletes leaves the claim of the value it held here: an older claimant arriving later loses', async () => {
-    await setup('uc9', 't');
-    await conn.query("INSERT INTO uc9.t (id, u, c) VALUES (1, 'x', 'local')");
-    const held = await versionOf('uc9', 't', 1);
-    const sink = sinkFor();
-    // The peer deletes row 1, which it held at 'w' (it never saw this node's 'x')...
-    const del: Change = { schema: 'uc9', table: 't', op: 'delete', before: { id: 1, u: 'w', c: 'peer', _lww_ts: (held - 2048n).toString() }, version: held + 1024n };
-    await sink.write({ sourceId: 'peer', position: '1', changes: [del] });
-    await sink.flush();
-    expect(await textRows(conn, 'SELECT u, _lww_owner0, CAST(_lww_claimed_at AS CHAR) FROM lww_meta.claim__uc9__t__uq ORDER BY u')).toEqual([`w|1|${held - 2048n}`, `x|1|${held}`]);
-    // ...and gives 'x' to row 2 at a version older than this node's row 1 held it.
-    await sink.write({ sourceId: 'peer', position: '2', changes: [ins('uc9', 't', 2, 'x', 'peer', held - 1024n)] });
-    await sink.flush();
-    expect(await textRows(conn, 'SELECT id, u, c FROM uc9.t ORDER BY id')).toEqual([]);
-    expect(await textRows(conn, 'SELECT id, CAST(_lww_ts AS CHAR) FROM lww_meta.tomb__uc9__t ORDER BY id')).toEqual([`1|${held + 1024n}`, `2|${held - 1024n}`]);
-  });
-
-  it('a row of a batch that takes a value a stored row gave up in the same batch, at a newer version, gives way', async () => {
     await setup('uc10', 't');
     await conn.query("INSERT INTO uc10.t (id, u, c) VALUES (1, 'x', 'local')");
     const held = await versionOf('uc10', 't', 1);
+    const sink = sinkFor();
+    // The peer deletes row 1, which it held at 'w' (it never saw this node's 'x')...
+    const del: Change = { schema: 'uc10', table: 't', op: 'delete', before: { id: 1, u: 'w', c: 'peer', _lww_ts: (held - 2048n).toString() }, version: held + 1024n };
+    await sink.write({ sourceId: 'peer', position: '1', changes: [del] });
+    await sink.flush();
+    expect(await textRows(conn, 'SELECT u, _lww_owner0, CAST(_lww_claimed_at AS CHAR) FROM lww_meta.claim__uc10__t__uq ORDER BY u')).toEqual([`w|1|${held - 2048n}`, `x|1|${held}`]);
+    // ...and gives 'x' to row 2 at a version older than this node's row 1 held it.
+    await sink.write({ sourceId: 'peer', position: '2', changes: [ins('uc10', 't', 2, 'x', 'peer', held - 1024n)] });
+    await sink.flush();
+    expect(await textRows(conn, 'SELECT id, u, c FROM uc10.t ORDER BY id')).toEqual([]);
+    expect(await textRows(conn, 'SELECT id, CAST(_lww_ts AS CHAR) FROM lww_meta.tomb__uc10__t ORDER BY id')).toEqual([`1|${held + 1024n}`, `2|${held - 1024n}`]);
+  });
+
+  it('a row of a batch that takes a value a stored row gave up in the same batch, at a newer version, gives way', async () => {
+    await setup('uc11', 't');
+    await conn.query("INSERT INTO uc11.t (id, u, c) VALUES (1, 'x', 'local')");
+    const held = await versionOf('uc11', 't', 1);
     const sink = sinkFor();
     // One peer transaction: row 1 moves to 'y' (the peer held it at 'w') and row 2 takes 'x' at a
     // version older than this node's row 1 held it.
@@ -221,14 +250,14 @@ describeEachEngine('UNIQUE values given up are remembered as claims', 1, (ctx) =
       sourceId: 'peer',
       position: '1',
       changes: [
-        ins('uc10', 't', 2, 'x', 'peer', held - 1024n),
-        { schema: 'uc10', table: 't', op: 'update', before: { id: 1, u: 'w', c: 'peer', _lww_ts: (held - 2048n).toString() }, after: { id: 1, u: 'y', c: 'peer' }, version: held + 1024n },
+        ins('uc11', 't', 2, 'x', 'peer', held - 1024n),
+        { schema: 'uc11', table: 't', op: 'update', before: { id: 1, u: 'w', c: 'peer', _lww_ts: (held - 2048n).toString() }, after: { id: 1, u: 'y', c: 'peer' }, version: held + 1024n },
       ],
     });
     await sink.flush();
-    expect(await textRows(conn, 'SELECT id, u, c, CAST(_lww_ts AS CHAR) FROM uc10.t ORDER BY id')).toEqual([`1|y|peer|${held + 1024n}`]);
-    expect(await textRows(conn, 'SELECT id, CAST(_lww_ts AS CHAR) FROM lww_meta.tomb__uc10__t ORDER BY id')).toEqual([`2|${held - 1024n}`]);
-    expect(await textRows(conn, "SELECT u, _lww_owner0, CAST(_lww_claimed_at AS CHAR) FROM lww_meta.claim__uc10__t__uq WHERE u = 'x'")).toEqual([`x|1|${held}`]);
+    expect(await textRows(conn, 'SELECT id, u, c, CAST(_lww_ts AS CHAR) FROM uc11.t ORDER BY id')).toEqual([`1|y|peer|${held + 1024n}`]);
+    expect(await textRows(conn, 'SELECT id, CAST(_lww_ts AS CHAR) FROM lww_meta.tomb__uc11__t ORDER BY id')).toEqual([`2|${held - 1024n}`]);
+    expect(await textRows(conn, "SELECT u, _lww_owner0, CAST(_lww_claimed_at AS CHAR) FROM lww_meta.claim__uc11__t__uq WHERE u = 'x'")).toEqual([`x|1|${held}`]);
   });
 
   it('a UNIQUE swap replayed in source order whose steps name a deleted ON DELETE SET NULL parent lands with the reference cleared', async () => {
