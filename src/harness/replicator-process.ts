@@ -1,9 +1,9 @@
 // The replicator as a child process (`lww-sink replicate`), so the harness can SIGKILL it.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { builtIsCurrent } from './built-cli.ts';
 import { LwwError } from '../errors.ts';
 import type { FailpointName } from '../failpoints/failpoints.ts';
+import { builtIsCurrent } from './built-cli.ts';
 
 // The CLI beside this module: compiled JS in the package, the TypeScript source (through tsx) in a checkout.
 const SOURCE = import.meta.url.endsWith('.ts');
