@@ -58,19 +58,25 @@ export function upsertClaims(shape: TableShape, claim: ClaimShape, rows: readonl
 /**
  * The WHERE condition selecting the rows that hold a claimed value at an older version than the
  * claim, other than the claim's owner: they give way to it (the older claimant of a value loses,
- * whether the newer one still holds it or gave it up since).
+ * whether the newer one still holds it or gave it up since). `spared`: keys (as the server returned
+ * them) left out although they match.
  */
-export function heldBelowClaims(shape: TableShape, claim: ClaimShape, rows: readonly ClaimRow[]): Statement {
+export function heldBelowClaims(shape: TableShape, claim: ClaimShape, rows: readonly ClaimRow[], spared: readonly (readonly SqlValue[])[] = []): Statement {
   const version = quoteIdent(shape.versionColumn);
-  const one =
-    `(${claim.columns.map((c, i) => `${quoteIdent(c)} = ${columnPlaceholder(claim.placeholders[i]!)}`).join(' AND ')} AND ${version} < ${VERSION_PLACEHOLDER}` +
-    ` AND NOT (${shape.primaryKey.map((k, i) => `${quoteIdent(k)} = ${columnPlaceholder(shape.keyPlaceholders[i]!)}`).join(' AND ')}))`;
+  const key = `(${shape.primaryKey.map((k, i) => `${quoteIdent(k)} = ${columnPlaceholder(shape.keyPlaceholders[i]!)}`).join(' AND ')})`;
+  const one = `(${claim.columns.map((c, i) => `${quoteIdent(c)} = ${columnPlaceholder(claim.placeholders[i]!)}`).join(' AND ')} AND ${version} < ${VERSION_PLACEHOLDER} AND NOT ${key})`;
   const values: BoundValue[] = [];
   for (const r of rows) {
     checkWidth(claim, shape, r);
     values.push(...r.values.map(bound), r.version.toString(), ...r.owner.map(bound));
   }
-  return { sql: new Array(rows.length).fill(one).join(' OR '), values };
+  const held = new Array(rows.length).fill(one).join(' OR ');
+  if (spared.length === 0) return { sql: held, values };
+  for (const k of spared) {
+    if (k.length !== shape.primaryKey.length) throw new Error(`a spared key has ${k.length} values, the statement binds ${shape.primaryKey.length}`);
+    values.push(...k.map(bound));
+  }
+  return { sql: `(${held}) AND NOT (${new Array(spared.length).fill(key).join(' OR ')})`, values };
 }
 
 /** The rows heldBelowClaims selects, locked: their primary-key columns and `_lww_v` (version as text). */
@@ -81,8 +87,8 @@ export function rowsBelowClaims(shape: TableShape, claim: ClaimShape, rows: read
 }
 
 /** Deletes the rows heldBelowClaims selects (after tombstoneRowsWhere gave each its tombstone). */
-export function deleteBelowClaims(shape: TableShape, claim: ClaimShape, rows: readonly ClaimRow[]): Statement {
-  const where = heldBelowClaims(shape, claim, rows);
+export function deleteBelowClaims(shape: TableShape, claim: ClaimShape, rows: readonly ClaimRow[], spared: readonly (readonly SqlValue[])[] = []): Statement {
+  const where = heldBelowClaims(shape, claim, rows, spared);
   return { sql: `DELETE FROM ${quoteTable(shape.schema, shape.table)} WHERE ${where.sql}`, values: where.values };
 }
 

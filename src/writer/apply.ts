@@ -606,7 +606,7 @@ async function applyUpsertsLww(ctx: ApplyContext, plan: TablePlan, counts: Table
   let upserts = [...plan.keys.values()].filter((k) => k.upsert);
   if (plan.meta.claims && plan.meta.claims.length > 0) {
     // Claims first: an incoming row older than a claim of its value (this batch's or stored) loses.
-    if (plan.releases.length > 0) await recordReleases(ctx, plan.meta, plan.releases, counts);
+    if (plan.releases.length > 0) await recordReleases(ctx, plan.meta, plan.releases, counts, upserts);
     if (upserts.length > 0) upserts = await withoutClaimLosers(ctx, plan.meta, upserts, counts);
   }
   if (upserts.length > 0) await respellReferencedKeys(foreignKeyIo(ctx), plan.meta, upserts, 'before');

@@ -8,6 +8,7 @@ import type { RowDataPacket } from 'mysql2/promise';
 import type { ClaimIndex, TableMeta } from '../model/table.ts';
 import { beatenByClaims, type ClaimRow, type ClaimShape, deleteBelowClaims, heldBelowClaims, rowsBelowClaims, upsertClaims } from '../sql/claims.ts';
 import { guardedDelete, keyPlaceholder, type SqlValue, tombstoneRowsWhere, upsertTombstones } from '../sql/dml.ts';
+import { rewrittenKeys } from '../sql/foreign-keys.ts';
 import { type ApplyContext, chunks, foreignKeyIo, logConflict, MAX_PARAMS, MAX_ROWS_PER_STATEMENT, ofUpsert, readBack, run, select, shapesOf } from './apply.ts';
 import type { KeyPlan } from './coalesce.ts';
 import { tombstoneChildrenOfClashLosers } from './foreign-keys.ts';
@@ -33,9 +34,13 @@ function perStatement(meta: TableMeta, claim: ClaimIndex): number {
 /**
  * Records the batch's released claims, then removes every row holding a claimed value at an older
  * version than the claim (other than the claim's owner): tombstone at the row's own version, as a
- * clash with a holder does (apply.ts resolveUniqueClash), logged and counted.
+ * clash with a holder does (apply.ts resolveUniqueClash), logged and counted. A holder whose key
+ * the batch writes again newer (`upserts`) is left to its upsert, which overwrites it (and meets
+ * the claims itself, withoutClaimLosers): removing it first would take its ON DELETE CASCADE / SET
+ * NULL children, which the node that wrote the newer row never removed (harness --schema-gen 114:
+ * one node kept the child), as rowsToDelete leaves a parent deleted and written again in one batch.
  */
-export async function recordReleases(ctx: ApplyContext, meta: TableMeta, releases: readonly ClaimRelease[], counts: TableCounters): Promise<void> {
+export async function recordReleases(ctx: ApplyContext, meta: TableMeta, releases: readonly ClaimRelease[], counts: TableCounters, upserts: readonly KeyPlan[] = []): Promise<void> {
   const s = shapesOf(meta, ctx.metaSchema);
   for (const claim of meta.claims ?? []) {
     const mine = releases.filter((r) => r.claim.table === claim.table);
@@ -43,12 +48,17 @@ export async function recordReleases(ctx: ApplyContext, meta: TableMeta, release
     const shape = claimShapeOf(meta, claim, ctx.metaSchema);
     for (const part of chunks(mine, perStatement(meta, claim))) {
       await run(ctx, `${ctx.metaSchema}.${claim.table}`, upsertClaims(s.table, shape, part, ctx.dialect));
-      const holders = await select(ctx, s.name, rowsBelowClaims(s.table, shape, part));
+      const found = await select(ctx, s.name, rowsBelowClaims(s.table, shape, part));
+      if (found.length === 0) continue;
+      const keyOf = (h: RowDataPacket) => meta.primaryKey.map((c) => h[c] as SqlValue);
+      const rewritten = await rewrittenNewer(ctx, meta, found, upserts);
+      const holders = found.filter((_, i) => !rewritten.has(i));
       if (holders.length === 0) continue;
-      await run(ctx, s.name, tombstoneRowsWhere(s.table, s.tomb, heldBelowClaims(s.table, shape, part), ctx.dialect));
+      const spared = found.filter((_, i) => rewritten.has(i)).map(keyOf);
+      await run(ctx, s.name, tombstoneRowsWhere(s.table, s.tomb, heldBelowClaims(s.table, shape, part, spared), ctx.dialect));
       const below = (h: RowDataPacket) => (BigInt(h._lww_v as string) + 1n).toString();
-      await tombstoneChildrenOfClashLosers(foreignKeyIo(ctx), meta, holders.map((h) => [...meta.primaryKey.map((c) => h[c] as SqlValue), below(h)]), part[0]!.sourceId, counts);
-      const removed = (await run(ctx, s.name, deleteBelowClaims(s.table, shape, part))).affectedRows;
+      await tombstoneChildrenOfClashLosers(foreignKeyIo(ctx), meta, holders.map((h) => [...keyOf(h), below(h)]), part[0]!.sourceId, counts);
+      const removed = (await run(ctx, s.name, deleteBelowClaims(s.table, shape, part, spared))).affectedRows;
       counts.uniqueClashes += removed;
       for (const h of holders) {
         await logConflict(ctx, meta, {
@@ -61,6 +71,22 @@ export async function recordReleases(ctx: ApplyContext, meta: TableMeta, release
       }
     }
   }
+}
+
+/** Positions of the holders (key columns, `_lww_v`) whose key an upsert of the batch writes at a newer version, by the server's key equality. */
+async function rewrittenNewer(ctx: ApplyContext, meta: TableMeta, holders: readonly RowDataPacket[], upserts: readonly KeyPlan[]): Promise<Set<number>> {
+  const out = new Set<number>();
+  if (upserts.length === 0) return out;
+  const s = shapesOf(meta, ctx.metaSchema);
+  const held = holders.map((h) => [...meta.primaryKey.map((c) => h[c] as SqlValue), String(h._lww_v)]);
+  const width = meta.primaryKey.length + 1;
+  // The statement binds every holder (with its position) and a part of the upserts.
+  const per = Math.max(1, Math.floor((MAX_PARAMS - held.length * (width + 1)) / width));
+  for (const part of chunks(upserts, Math.min(MAX_ROWS_PER_STATEMENT, per))) {
+    const written = part.map((k) => [...k.key, k.upsert!.version.toString()]);
+    for (const r of await select(ctx, s.name, rewrittenKeys(s.table, held, written))) out.add(Number(r._lww_i));
+  }
+  return out;
 }
 
 /**

@@ -155,6 +155,35 @@ describeEachEngine('UNIQUE values given up are remembered as claims', 1, (ctx) =
     expect(sink.stats().tables['uc5.t']).toMatchObject({ uniqueClashes: 2 });
   });
 
+  it('a holder below a claim that the same batch writes again newer is overwritten, not removed: its ON DELETE CASCADE children stay', async () => {
+    await conn.query('DROP DATABASE IF EXISTS lww_meta');
+    await freshDatabase(conn, 'uc7', [
+      'CREATE TABLE {{db}}.p (id INT NOT NULL PRIMARY KEY, u VARCHAR(5) NULL, UNIQUE KEY uq (u)) ENGINE=InnoDB',
+      'CREATE TABLE {{db}}.c (id INT NOT NULL PRIMARY KEY, pid INT NULL, FOREIGN KEY (pid) REFERENCES {{db}}.p (id) ON DELETE CASCADE) ENGINE=InnoDB',
+    ]);
+    await install({ url, nodeId: 2, tables: ['uc7.p', 'uc7.c'] });
+    await conn.query("INSERT INTO uc7.p (id, u) VALUES (1, 'x')");
+    await conn.query('INSERT INTO uc7.c (id, pid) VALUES (1, 1)');
+    const base = (await versionOf('uc7', 'p', 1)) + 10_240n;
+    // The peer never held parent 1 at 'x': its row 2 took 'x' (newer), moved on, and the peer wrote
+    // parent 1 at 'z' later still. There nothing removed parent 1, so its child stays there.
+    const sink = sinkFor();
+    await sink.write({
+      sourceId: 'peer',
+      position: '1',
+      changes: [
+        { schema: 'uc7', table: 'p', op: 'insert', after: { id: 2, u: 'x' }, version: base },
+        { schema: 'uc7', table: 'p', op: 'update', before: { id: 2, u: 'x', _lww_ts: base.toString() }, after: { id: 2, u: 'y' }, version: base + 1024n },
+        { schema: 'uc7', table: 'p', op: 'update', before: { id: 1, u: 'w', _lww_ts: (base - 20_480n).toString() }, after: { id: 1, u: 'z' }, version: base + 2048n },
+      ],
+    });
+    await sink.flush();
+    expect(await textRows(conn, 'SELECT id, u, CAST(_lww_ts AS CHAR) FROM uc7.p ORDER BY id')).toEqual([`1|z|${base + 2048n}`, `2|y|${base + 1024n}`]);
+    expect(await textRows(conn, 'SELECT id, pid FROM uc7.c')).toEqual(['1|1']);
+    expect(await textRows(conn, 'SELECT COUNT(*) FROM lww_meta.conflicts')).toEqual(['0']);
+    expect(await textRows(conn, 'SELECT COUNT(*) FROM lww_meta.tomb__uc7__c')).toEqual(['0']);
+  });
+
   it('a UNIQUE swap replayed in source order whose steps name a deleted ON DELETE SET NULL parent lands with the reference cleared', async () => {
     await conn.query('DROP DATABASE IF EXISTS lww_meta');
     await freshDatabase(conn, 'uc6', [

@@ -94,4 +94,10 @@ describe('claim statements', () => {
     expect(beaten.values).toEqual(['0', 'x', 1, '1000', '1', 'y', 2, '18446744073709551615']);
     expect(() => heldBelowClaims(shape, claim, [{ values: ['x', 'y'], owner: [1], version: 1n }])).toThrow(/binds 1 and 1/);
   });
+  it('leaves spared keys out of the holders (rows the batch writes again newer)', () => {
+    const where = heldBelowClaims(shape, claim, rows, [[7], [8]]);
+    expect(where.sql).toMatch(/^\(.+ OR .+\) AND NOT \(\(`id` = CAST\(\? AS SIGNED\)\) OR \(`id` = CAST\(\? AS SIGNED\)\)\)$/);
+    expect(where.values).toEqual(['x', '1000', 1, 'y', '18446744073709551615', 2, 7, 8]);
+    expect(() => heldBelowClaims(shape, claim, rows, [[7, 8]])).toThrow(/spared key has 2 values/);
+  });
 });
