@@ -4,7 +4,7 @@
 // holds the value or only after — the outcome no longer depends on arrival order or on a batch
 // coalescing the newer row's intermediate claim away.
 import type { Connection, RowDataPacket } from 'mysql2/promise';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect } from '../../src/db/connection.ts';
 import { createSink, type Sink, type SourceTransactionInput } from '../../src/index.ts';
 import { install } from '../../src/install/install.ts';
@@ -182,6 +182,45 @@ describeEachEngine('UNIQUE values given up are remembered as claims', 1, (ctx) =
     expect(await textRows(conn, 'SELECT id, pid FROM uc7.c')).toEqual(['1|1']);
     expect(await textRows(conn, 'SELECT COUNT(*) FROM lww_meta.conflicts')).toEqual(['0']);
     expect(await textRows(conn, 'SELECT COUNT(*) FROM lww_meta.tomb__uc7__c')).toEqual(['0']);
+  });
+
+  describe('a row that wins a UNIQUE clash and names a parent deleted here (before, on MariaDB: the foreign key stopped the direction)', () => {
+    const setupChild = async (db: string, onDelete: 'CASCADE' | 'SET NULL') => {
+      await conn.query('DROP DATABASE IF EXISTS lww_meta');
+      await freshDatabase(conn, db, [
+        'CREATE TABLE {{db}}.p (id INT NOT NULL PRIMARY KEY) ENGINE=InnoDB',
+        `CREATE TABLE {{db}}.c (id INT NOT NULL PRIMARY KEY, pid INT NULL, u VARCHAR(5) NULL, UNIQUE KEY uq (u), FOREIGN KEY (pid) REFERENCES {{db}}.p (id) ON DELETE ${onDelete}) ENGINE=InnoDB`,
+      ]);
+      await install({ url, nodeId: 2, tables: [`${db}.p`, `${db}.c`] });
+      // Row 1 holds 'x'; parent 1 is deleted here.
+      await conn.query(`INSERT INTO ${db}.c (id, pid, u) VALUES (1, NULL, 'x')`);
+      await conn.query(`INSERT INTO ${db}.p (id) VALUES (1)`);
+      await conn.query(`DELETE FROM ${db}.p WHERE id = 1`);
+      return versionOf(db, 'c', 1);
+    };
+    // The peer's row 2 took 'x' newer and names parent 1, which the peer still held.
+    const newer = (db: string, v1: bigint): Change => ({ schema: db, table: 'c', op: 'insert', after: { id: 2, pid: 1, u: 'x' }, version: v1 + 10_240n });
+
+    it('under ON DELETE CASCADE the row goes with its parent, tombstoned at its version and logged', async () => {
+      const v1 = await setupChild('uc8', 'CASCADE');
+      const sink = sinkFor();
+      await sink.write({ sourceId: 'peer', position: '1', changes: [newer('uc8', v1)] });
+      await sink.flush();
+      // Whether the older holder went first depends on which check the server runs first: MariaDB
+      // meets the UNIQUE clash (the holder is removed), MySQL 9.7 the foreign key (it stays).
+      expect(await textRows(conn, 'SELECT id FROM uc8.c WHERE id = 2')).toEqual([]);
+      expect(await textRows(conn, 'SELECT CAST(_lww_ts AS CHAR) FROM lww_meta.tomb__uc8__c WHERE id = 2')).toEqual([`${v1 + 10_240n}`]);
+      expect(await textRows(conn, "SELECT COUNT(*) FROM lww_meta.conflicts WHERE reason LIKE 'foreign key cascade%'")).toEqual(['1']);
+    });
+
+    it('under ON DELETE SET NULL the older holder goes and the row lands with its reference cleared', async () => {
+      const v1 = await setupChild('uc9', 'SET NULL');
+      const sink = sinkFor();
+      await sink.write({ sourceId: 'peer', position: '1', changes: [newer('uc9', v1)] });
+      await sink.flush();
+      expect(await textRows(conn, 'SELECT id, COALESCE(pid, -1), u, CAST(_lww_ts AS CHAR) FROM uc9.c')).toEqual([`2|-1|x|${v1 + 10_240n}`]);
+      expect(sink.stats().tables['uc9.c']).toMatchObject({ uniqueClashes: 1 });
+    });
   });
 
   it('a UNIQUE swap replayed in source order whose steps name a deleted ON DELETE SET NULL parent lands with the reference cleared', async () => {
