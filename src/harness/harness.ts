@@ -287,17 +287,22 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
     const wl = o.workload;
     const tables = [...workloadTables(wl), `${MARK_SCHEMA}.harness_marks`];
     log.info(`harness[${mode}]: preparing ${wl.tables} tables × ${wl.rowsPerTable} rows on ${servers.length} ${o.engine} servers`);
-    for (const [i, s] of servers.entries()) {
-      const c = await connect(s.url);
-      for (const db of [wl.schema, MARK_SCHEMA, wl.metaSchema ?? 'lww_meta']) await c.query(dropDatabaseSql(db));
-      await c.end();
-      await prepareWorkloadTables(s.url, wl);
-      const m = await connect(s.url);
-      await m.query(createDatabaseSql(MARK_SCHEMA));
-      await m.query(createMarksSql(MARK_SCHEMA, wl.versionColumn ?? '_lww_ts'));
-      await m.end();
-      await install({ url: s.url, nodeId: i + 1, tables });
-    }
+    // Every server at once: each is prepared and installed on its own.
+    const t0 = Date.now();
+    await Promise.all(
+      servers.map(async (s, i) => {
+        const c = await connect(s.url);
+        for (const db of [wl.schema, MARK_SCHEMA, wl.metaSchema ?? 'lww_meta']) await c.query(dropDatabaseSql(db));
+        await c.end();
+        await prepareWorkloadTables(s.url, wl);
+        const m = await connect(s.url);
+        await m.query(createDatabaseSql(MARK_SCHEMA));
+        await m.query(createMarksSql(MARK_SCHEMA, wl.versionColumn ?? '_lww_ts'));
+        await m.end();
+        await install({ url: s.url, nodeId: i + 1, tables });
+      }),
+    );
+    log.info(`harness[${mode}]: prepared in ${Date.now() - t0} ms`);
     const from: string[] = [];
     for (const s of servers) {
       const c = await connect(s.url);
@@ -356,12 +361,14 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
     const streaming = () =>
       ((replicator!.lastStatus as { directions?: Array<{ state: string }> } | undefined)?.directions ?? []).every((d) => d.state === 'streaming') &&
       (replicator!.lastStatus as { directions?: unknown[] } | undefined)?.directions?.length === servers.length * (servers.length - 1);
+    const t1 = Date.now();
     for (let waited = 0; !streaming(); waited += 100) {
       if (replicator.unexpectedExit) throw failed(replicator.unexpectedExit);
       if (waited > 60_000) throw new Error('replicator did not start streaming within 60 s');
       await new Promise((r) => setTimeout(r, 100));
     }
 
+    log.info(`harness[${mode}]: replicator streaming after ${Date.now() - t1} ms`);
     const oracle = usesGeneratedSessions(wl) ? await startGenericOracle(servers[0]!.url, wl.schema, workloadTables(wl).map((t) => t.slice(wl.schema.length + 1)), wl.versionColumn ?? '_lww_ts', wl.metaSchema ?? 'lww_meta') : undefined;
     const skew = new ClockSkew();
     // The run's extra session shapes, from the seed (and the schema's seed): large transactions, DDL, a refused setting.

@@ -546,9 +546,7 @@ async function resolveUniqueClash(ctx: ApplyContext, meta: TableMeta, k: KeyPlan
     await run(ctx, s.name, tombstoneHolders(s.table, s.tomb, uniques, k.key, ctx.dialect));
     await tombstoneChildrenOfClashLosers(foreignKeyIo(ctx), meta, holders.map((h) => [...meta.primaryKey.map((c) => h[c] as SqlValue), up.version.toString()]), up.sourceId, counts);
     await run(ctx, s.name, deleteHolders(s.table, uniques, k.key, up.version.toString()));
-    await run(ctx, s.name, lwwUpsert(s.table, [up.row], ctx.dialect));
-    const [after] = await readBack(ctx, meta, [k.key]);
-    if (after?.row !== up.version) {
+    if (!(await landAfterClash(ctx, meta, k, counts))) {
       throw new UniqueClashError(meta.schema, meta.table, `row ${keyText} (version ${up.version}) still did not land after the older rows holding its UNIQUE values were removed (${holderText})`);
     }
     counts.uniqueClashes += holders.length;
@@ -569,6 +567,25 @@ async function resolveUniqueClash(ctx: ApplyContext, meta: TableMeta, k: KeyPlan
     return;
   }
   throw new UniqueClashError(meta.schema, meta.table, `row ${keyText} (version ${up.version}) is newer than some rows holding its UNIQUE values and older than others (${holderText})`);
+}
+
+/**
+ * Writes a clash's winner once the older holders are gone. A row that also names a parent deleted
+ * here goes the way of every upsert (upsertPart: ON DELETE SET NULL clears the reference, CASCADE
+ * drops it); before, the foreign key's refusal stopped the direction. False when it neither landed
+ * nor went with its parent.
+ */
+async function landAfterClash(ctx: ApplyContext, meta: TableMeta, k: KeyPlan, counts: TableCounters): Promise<boolean> {
+  const s = shapesOf(meta, ctx.metaSchema);
+  const up = k.upsert!;
+  try {
+    await run(ctx, s.name, lwwUpsert(s.table, [up.row], ctx.dialect));
+  } catch (err) {
+    if (!isMissingParent(err)) throw err;
+    return (await upsertPart(ctx, meta, [k], counts, true, true)).length === 0;
+  }
+  const [after] = await readBack(ctx, meta, [k.key]);
+  return after?.row === up.version;
 }
 
 function keyDescription(meta: TableMeta, key: readonly unknown[]): string {

@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { builtIsCurrent } from '../../src/harness/built-cli.ts';
 
 export const REPO = fileURLToPath(new URL('../../', import.meta.url));
 const run = promisify(execFile);
@@ -20,7 +21,11 @@ export interface PackedFile {
 /** `npm pack` into a new temporary folder: the tarball path and the files it holds. */
 export async function packTarball(): Promise<{ dir: string; tarball: string; files: PackedFile[] }> {
   const dir = await mkdtemp(join(tmpdir(), 'lww-pack-'));
-  const { stdout } = await run('npm', ['pack', '--json', '--pack-destination', dir, '--loglevel=error'], { cwd: REPO, maxBuffer: 64 << 20 });
+  // A current dist/ (npm test builds first) is packed as it is: `prepack` would delete and rebuild it
+  // while other test files run the compiled CLI from it.
+  const current = builtIsCurrent(join(REPO, 'dist/index.js'), join(REPO, 'src'));
+  const flags = ['pack', '--json', '--pack-destination', dir, '--loglevel=error', ...(current ? ['--ignore-scripts'] : [])];
+  const { stdout } = await run('npm', flags, { cwd: REPO, maxBuffer: 64 << 20 });
   const [info] = JSON.parse(stdout.slice(stdout.indexOf('['))) as { filename: string; files: PackedFile[] }[];
   return { dir, tarball: join(dir, info!.filename), files: info!.files };
 }

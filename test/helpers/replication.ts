@@ -37,7 +37,7 @@ export async function eventually<T>(what: string, probe: () => Promise<T>, check
   const deadline = Date.now() + timeoutMs;
   let last: T = await probe();
   while (!check(last)) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; last: ${JSON.stringify(last)}`);
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; last: ${JSON.stringify(last, (_k, v) => (typeof v === 'bigint' ? String(v) : v))}`);
     await new Promise((r) => setTimeout(r, 100));
     last = await probe();
   }

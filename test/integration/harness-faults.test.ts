@@ -136,12 +136,13 @@ describeEachEngine('harness faults do what they say', { count: 2, extraArgs: ['-
     expect((atStart as ReplicatorExitError).exit.lastError).toMatch(/unknown failpoint "noSuchFailpoint"/);
 
     // Mid-run: the kill fault's restart finds n2 down, and with --start-timeout 0 the replicator gives up.
+    // n2 stays down 15 s, so even a slow restart of the replicator (a loaded machine) still finds it down.
     const t0 = Date.now();
     const midRun = await runHarness({
       engine: ctx.engine,
       servers: ctx.servers,
       workload: { ...WORKLOAD, durationMs: 30_000 },
-      faults: [parseFault('restart:n2@1s/8s:abrupt'), parseFault('kill@2s/1s')],
+      faults: [parseFault('restart:n2@1s/15s:abrupt'), parseFault('kill@2s/1s')],
       replicatorArgs: ['--start-timeout', '0'],
     }).catch((e: unknown) => e);
     expect(midRun).toBeInstanceOf(ReplicatorExitError);

@@ -4,7 +4,7 @@
 // holds the value or only after — the outcome no longer depends on arrival order or on a batch
 // coalescing the newer row's intermediate claim away.
 import type { Connection, RowDataPacket } from 'mysql2/promise';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect } from '../../src/db/connection.ts';
 import { createSink, type Sink, type SourceTransactionInput } from '../../src/index.ts';
 import { install } from '../../src/install/install.ts';
@@ -187,62 +187,62 @@ describeEachEngine('UNIQUE values given up are remembered as claims', 1, (ctx) =
   // Generated seeds 3 and 6 in the test suite (harness-generated): each node met a row version the
   // other did not keep, and only one of them let it decide the clash.
   it('an incoming row older than its key\'s stored row still claims its value: an older holder gives way', async () => {
-    await setup('uc8', 't');
-    await conn.query("INSERT INTO uc8.t (id, u, c) VALUES (2, 'x', 'local')");
-    const older = await versionOf('uc8', 't', 2);
-    await conn.query("INSERT INTO uc8.t (id, u, c) VALUES (1, 'y', 'local')");
-    const newest = await versionOf('uc8', 't', 1);
+    await setup('uc12', 't');
+    await conn.query("INSERT INTO uc12.t (id, u, c) VALUES (2, 'x', 'local')");
+    const older = await versionOf('uc12', 't', 2);
+    await conn.query("INSERT INTO uc12.t (id, u, c) VALUES (1, 'y', 'local')");
+    const newest = await versionOf('uc12', 't', 1);
     // The peer's row 1 held 'X' between the two (the peer never saw this node's row 1; on the peer
     // it met row 2 holding 'x' and removed it). Here it is older than the stored row 1.
     const between = (((older >> 10n) + 1n) << 10n) | 3n;
     expect(between).toBeLessThan(newest);
     const sink = sinkFor();
-    await sink.write({ sourceId: 'peer', position: '1', changes: [ins('uc8', 't', 1, 'X', 'peer', between)] });
+    await sink.write({ sourceId: 'peer', position: '1', changes: [ins('uc12', 't', 1, 'X', 'peer', between)] });
     await sink.flush();
-    expect(await textRows(conn, 'SELECT id, u, c FROM uc8.t ORDER BY id')).toEqual(['1|y|local']);
-    expect(await textRows(conn, 'SELECT id, CAST(_lww_ts AS CHAR) FROM lww_meta.tomb__uc8__t')).toEqual([`2|${older}`]);
-    expect(await textRows(conn, 'SELECT u, _lww_owner0, CAST(_lww_claimed_at AS CHAR) FROM lww_meta.claim__uc8__t__uq')).toEqual([`X|1|${between}`]);
+    expect(await textRows(conn, 'SELECT id, u, c FROM uc12.t ORDER BY id')).toEqual(['1|y|local']);
+    expect(await textRows(conn, 'SELECT id, CAST(_lww_ts AS CHAR) FROM lww_meta.tomb__uc12__t')).toEqual([`2|${older}`]);
+    expect(await textRows(conn, 'SELECT u, _lww_owner0, CAST(_lww_claimed_at AS CHAR) FROM lww_meta.claim__uc12__t__uq')).toEqual([`X|1|${between}`]);
     expect(await textRows(conn, 'SELECT CAST(version AS CHAR), reason FROM lww_meta.conflicts')).toEqual([`${older}|unique key clash: removed by a newer claim of its uq value`]);
   });
 
   it('an incoming row held back by its key\'s tombstone still claims its value: an older holder gives way', async () => {
-    await setup('uc9', 't');
-    await conn.query("INSERT INTO uc9.t (id, u, c) VALUES (2, 'x', 'local')");
-    const older = await versionOf('uc9', 't', 2);
-    await conn.query("INSERT INTO uc9.t (id, u, c) VALUES (1, 'w', 'local')");
-    await conn.query('DELETE FROM uc9.t WHERE id = 1');
-    const [deleted] = await textRows(conn, 'SELECT CAST(_lww_ts AS CHAR) FROM lww_meta.tomb__uc9__t WHERE id = 1');
+    await setup('uc13', 't');
+    await conn.query("INSERT INTO uc13.t (id, u, c) VALUES (2, 'x', 'local')");
+    const older = await versionOf('uc13', 't', 2);
+    await conn.query("INSERT INTO uc13.t (id, u, c) VALUES (1, 'w', 'local')");
+    await conn.query('DELETE FROM uc13.t WHERE id = 1');
+    const [deleted] = await textRows(conn, 'SELECT CAST(_lww_ts AS CHAR) FROM lww_meta.tomb__uc13__t WHERE id = 1');
     const between = (((older >> 10n) + 1n) << 10n) | 3n;
     expect(between).toBeLessThan(BigInt(deleted!));
     const sink = sinkFor();
-    await sink.write({ sourceId: 'peer', position: '1', changes: [ins('uc9', 't', 1, 'x', 'peer', between)] });
+    await sink.write({ sourceId: 'peer', position: '1', changes: [ins('uc13', 't', 1, 'x', 'peer', between)] });
     await sink.flush();
-    expect(await textRows(conn, 'SELECT id, u, c FROM uc9.t ORDER BY id')).toEqual([]);
-    expect(await textRows(conn, 'SELECT id, CAST(_lww_ts AS CHAR) FROM lww_meta.tomb__uc9__t ORDER BY id')).toEqual([`1|${deleted}`, `2|${older}`]);
-    expect(sink.stats().tables['uc9.t']).toMatchObject({ uniqueClashes: 1, skippedByTombstone: 1 });
+    expect(await textRows(conn, 'SELECT id, u, c FROM uc13.t ORDER BY id')).toEqual([]);
+    expect(await textRows(conn, 'SELECT id, CAST(_lww_ts AS CHAR) FROM lww_meta.tomb__uc13__t ORDER BY id')).toEqual([`1|${deleted}`, `2|${older}`]);
+    expect(sink.stats().tables['uc13.t']).toMatchObject({ uniqueClashes: 1, skippedByTombstone: 1 });
   });
 
   it('a row the sink deletes leaves the claim of the value it held here: an older claimant arriving later loses', async () => {
-    await setup('uc10', 't');
-    await conn.query("INSERT INTO uc10.t (id, u, c) VALUES (1, 'x', 'local')");
-    const held = await versionOf('uc10', 't', 1);
+    await setup('uc14', 't');
+    await conn.query("INSERT INTO uc14.t (id, u, c) VALUES (1, 'x', 'local')");
+    const held = await versionOf('uc14', 't', 1);
     const sink = sinkFor();
     // The peer deletes row 1, which it held at 'w' (it never saw this node's 'x')...
-    const del: Change = { schema: 'uc10', table: 't', op: 'delete', before: { id: 1, u: 'w', c: 'peer', _lww_ts: (held - 2048n).toString() }, version: held + 1024n };
+    const del: Change = { schema: 'uc14', table: 't', op: 'delete', before: { id: 1, u: 'w', c: 'peer', _lww_ts: (held - 2048n).toString() }, version: held + 1024n };
     await sink.write({ sourceId: 'peer', position: '1', changes: [del] });
     await sink.flush();
-    expect(await textRows(conn, 'SELECT u, _lww_owner0, CAST(_lww_claimed_at AS CHAR) FROM lww_meta.claim__uc10__t__uq ORDER BY u')).toEqual([`w|1|${held - 2048n}`, `x|1|${held}`]);
+    expect(await textRows(conn, 'SELECT u, _lww_owner0, CAST(_lww_claimed_at AS CHAR) FROM lww_meta.claim__uc14__t__uq ORDER BY u')).toEqual([`w|1|${held - 2048n}`, `x|1|${held}`]);
     // ...and gives 'x' to row 2 at a version older than this node's row 1 held it.
-    await sink.write({ sourceId: 'peer', position: '2', changes: [ins('uc10', 't', 2, 'x', 'peer', held - 1024n)] });
+    await sink.write({ sourceId: 'peer', position: '2', changes: [ins('uc14', 't', 2, 'x', 'peer', held - 1024n)] });
     await sink.flush();
-    expect(await textRows(conn, 'SELECT id, u, c FROM uc10.t ORDER BY id')).toEqual([]);
-    expect(await textRows(conn, 'SELECT id, CAST(_lww_ts AS CHAR) FROM lww_meta.tomb__uc10__t ORDER BY id')).toEqual([`1|${held + 1024n}`, `2|${held - 1024n}`]);
+    expect(await textRows(conn, 'SELECT id, u, c FROM uc14.t ORDER BY id')).toEqual([]);
+    expect(await textRows(conn, 'SELECT id, CAST(_lww_ts AS CHAR) FROM lww_meta.tomb__uc14__t ORDER BY id')).toEqual([`1|${held + 1024n}`, `2|${held - 1024n}`]);
   });
 
   it('a row of a batch that takes a value a stored row gave up in the same batch, at a newer version, gives way', async () => {
-    await setup('uc11', 't');
-    await conn.query("INSERT INTO uc11.t (id, u, c) VALUES (1, 'x', 'local')");
-    const held = await versionOf('uc11', 't', 1);
+    await setup('uc15', 't');
+    await conn.query("INSERT INTO uc15.t (id, u, c) VALUES (1, 'x', 'local')");
+    const held = await versionOf('uc15', 't', 1);
     const sink = sinkFor();
     // One peer transaction: row 1 moves to 'y' (the peer held it at 'w') and row 2 takes 'x' at a
     // version older than this node's row 1 held it.
@@ -250,14 +250,53 @@ describeEachEngine('UNIQUE values given up are remembered as claims', 1, (ctx) =
       sourceId: 'peer',
       position: '1',
       changes: [
-        ins('uc11', 't', 2, 'x', 'peer', held - 1024n),
-        { schema: 'uc11', table: 't', op: 'update', before: { id: 1, u: 'w', c: 'peer', _lww_ts: (held - 2048n).toString() }, after: { id: 1, u: 'y', c: 'peer' }, version: held + 1024n },
+        ins('uc15', 't', 2, 'x', 'peer', held - 1024n),
+        { schema: 'uc15', table: 't', op: 'update', before: { id: 1, u: 'w', c: 'peer', _lww_ts: (held - 2048n).toString() }, after: { id: 1, u: 'y', c: 'peer' }, version: held + 1024n },
       ],
     });
     await sink.flush();
-    expect(await textRows(conn, 'SELECT id, u, c, CAST(_lww_ts AS CHAR) FROM uc11.t ORDER BY id')).toEqual([`1|y|peer|${held + 1024n}`]);
-    expect(await textRows(conn, 'SELECT id, CAST(_lww_ts AS CHAR) FROM lww_meta.tomb__uc11__t ORDER BY id')).toEqual([`2|${held - 1024n}`]);
-    expect(await textRows(conn, "SELECT u, _lww_owner0, CAST(_lww_claimed_at AS CHAR) FROM lww_meta.claim__uc11__t__uq WHERE u = 'x'")).toEqual([`x|1|${held}`]);
+    expect(await textRows(conn, 'SELECT id, u, c, CAST(_lww_ts AS CHAR) FROM uc15.t ORDER BY id')).toEqual([`1|y|peer|${held + 1024n}`]);
+    expect(await textRows(conn, 'SELECT id, CAST(_lww_ts AS CHAR) FROM lww_meta.tomb__uc15__t ORDER BY id')).toEqual([`2|${held - 1024n}`]);
+    expect(await textRows(conn, "SELECT u, _lww_owner0, CAST(_lww_claimed_at AS CHAR) FROM lww_meta.claim__uc15__t__uq WHERE u = 'x'")).toEqual([`x|1|${held}`]);
+  });
+
+  describe('a row that wins a UNIQUE clash and names a parent deleted here (before, on MariaDB: the foreign key stopped the direction)', () => {
+    const setupChild = async (db: string, onDelete: 'CASCADE' | 'SET NULL') => {
+      await conn.query('DROP DATABASE IF EXISTS lww_meta');
+      await freshDatabase(conn, db, [
+        'CREATE TABLE {{db}}.p (id INT NOT NULL PRIMARY KEY) ENGINE=InnoDB',
+        `CREATE TABLE {{db}}.c (id INT NOT NULL PRIMARY KEY, pid INT NULL, u VARCHAR(5) NULL, UNIQUE KEY uq (u), FOREIGN KEY (pid) REFERENCES {{db}}.p (id) ON DELETE ${onDelete}) ENGINE=InnoDB`,
+      ]);
+      await install({ url, nodeId: 2, tables: [`${db}.p`, `${db}.c`] });
+      // Row 1 holds 'x'; parent 1 is deleted here.
+      await conn.query(`INSERT INTO ${db}.c (id, pid, u) VALUES (1, NULL, 'x')`);
+      await conn.query(`INSERT INTO ${db}.p (id) VALUES (1)`);
+      await conn.query(`DELETE FROM ${db}.p WHERE id = 1`);
+      return versionOf(db, 'c', 1);
+    };
+    // The peer's row 2 took 'x' newer and names parent 1, which the peer still held.
+    const newer = (db: string, v1: bigint): Change => ({ schema: db, table: 'c', op: 'insert', after: { id: 2, pid: 1, u: 'x' }, version: v1 + 10_240n });
+
+    it('under ON DELETE CASCADE the row goes with its parent, tombstoned at its version and logged', async () => {
+      const v1 = await setupChild('uc8', 'CASCADE');
+      const sink = sinkFor();
+      await sink.write({ sourceId: 'peer', position: '1', changes: [newer('uc8', v1)] });
+      await sink.flush();
+      // Whether the older holder went first depends on which check the server runs first: MariaDB
+      // meets the UNIQUE clash (the holder is removed), MySQL 9.7 the foreign key (it stays).
+      expect(await textRows(conn, 'SELECT id FROM uc8.c WHERE id = 2')).toEqual([]);
+      expect(await textRows(conn, 'SELECT CAST(_lww_ts AS CHAR) FROM lww_meta.tomb__uc8__c WHERE id = 2')).toEqual([`${v1 + 10_240n}`]);
+      expect(await textRows(conn, "SELECT COUNT(*) FROM lww_meta.conflicts WHERE reason LIKE 'foreign key cascade%'")).toEqual(['1']);
+    });
+
+    it('under ON DELETE SET NULL the older holder goes and the row lands with its reference cleared', async () => {
+      const v1 = await setupChild('uc9', 'SET NULL');
+      const sink = sinkFor();
+      await sink.write({ sourceId: 'peer', position: '1', changes: [newer('uc9', v1)] });
+      await sink.flush();
+      expect(await textRows(conn, 'SELECT id, COALESCE(pid, -1), u, CAST(_lww_ts AS CHAR) FROM uc9.c')).toEqual([`2|-1|x|${v1 + 10_240n}`]);
+      expect(sink.stats().tables['uc9.c']).toMatchObject({ uniqueClashes: 1 });
+    });
   });
 
   it('a UNIQUE swap replayed in source order whose steps name a deleted ON DELETE SET NULL parent lands with the reference cleared', async () => {

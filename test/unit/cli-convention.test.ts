@@ -64,7 +64,8 @@ describe('lww-sink conventions', () => {
       cli(['check', '--node', down, '--node', down]),
       cli(['audit', '--node', down, '--node', down, '--since', '2026-01-01T00:00:00Z']),
       cli(['sync', '--node', down, '--node', down2, '--quiet']),
-      cli(['replicate', '--node', down, '--node', down]),
+      // replicate retries unreachable nodes for --start-timeout (default 30 s) before exit 3.
+      cli(['replicate', '--start-timeout', '2', '--node', down, '--node', down]),
       cli(['install', '--url', down, '--node-id', '1', '--schema', 'shop']),
     ]);
     expect(runs.map((r) => r.code)).toEqual([2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3]);
@@ -120,7 +121,7 @@ describe('nodes from a config file and the environment', () => {
   it('the harness hands its replicator child the node URLs through the environment, never argv', async () => {
     const logs: string[] = [];
     const nodes = [`mysql://app:pw-not-shown@127.0.0.1:${closedPort}/`, `mysql://app:pw-not-shown@localhost:${closedPort}/`];
-    const p = new ReplicatorProcess({ nodes, onLog: (l) => logs.push(l) });
+    const p = new ReplicatorProcess({ nodes, onLog: (l) => logs.push(l), extraArgs: ['--start-timeout', '2'] });
     p.start();
     const child = Reflect.get(p, 'child') as { spawnargs: string[] };
     const exited = Reflect.get(p, 'exit') as Promise<number | null>;

@@ -31,6 +31,13 @@ function roundTrip(port: number, text: string, timeoutMs = 500): Promise<string>
   });
 }
 
+
+/** Polls until `done` holds or 5 s passed (a loaded machine forwards late; the assertion after it decides). */
+async function until(done: () => boolean): Promise<void> {
+  const deadline = Date.now() + 5000;
+  while (!done() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+}
+
 describe('tcp proxy for network faults', () => {
   let echo: { server: Server; port: number };
   let proxy: TcpProxy;
@@ -65,7 +72,7 @@ describe('tcp proxy for network faults', () => {
       s.on('close', () => resolve('closed'));
     });
     s.write('one');
-    await new Promise((r) => setTimeout(r, 100));
+    await until(() => got.join('') === 'one');
     expect(got.join('')).toBe('one');
     expect(proxy.cut('blackhole')).toBe(1);
     s.write('two');
@@ -73,7 +80,7 @@ describe('tcp proxy for network faults', () => {
     expect(got.join('')).toBe('one');
     expect(s.destroyed).toBe(false);
     proxy.restore();
-    await new Promise((r) => setTimeout(r, 100));
+    await until(() => got.join('') === 'onetwo');
     expect(got.join('')).toBe('onetwo');
     expect(proxy.cut('reset')).toBe(1);
     expect(await ended).toBe('ECONNRESET');
