@@ -98,12 +98,12 @@ describe('generated session shapes (issue #15)', () => {
     const plan = planSessions(3, generateSchema(4).tables, NODES, 4, 10_000, { refusedSetting: true }).refusal!;
     expect(plan.setting).toBe('binlog_format=STATEMENT');
     const cause = `capture stopped on gs.${plan.table} at binlog.000001:4 (event ending at binlog.000001:9): a UPDATE was logged as a statement, not as row events (the writing session had binlog_format=STATEMENT or MIXED)`;
-    const replicatorExit = (code: number, lines: string[]) => ({ code, signal: null, lastError: 'sink stopped: sink is closed', logTail: lines });
+    const stopWith = (code: number, lines: string[]) => ({ code, signal: null, lastError: 'sink stopped: sink is closed', logTail: lines });
     const peer = NODES.find((n) => n !== plan.node)!;
-    expect(isExpectedStop(plan, 'gs', replicatorExit(4, [cause, `replication ${plan.node}→${peer} stopped (capture refused): ${cause}`]))).toBe(true);
-    expect(isExpectedStop(plan, 'gs', replicatorExit(4, [`replication ${peer}→${plan.node} stopped (capture refused): ${cause}`]))).toBe(false);
-    expect(isExpectedStop(plan, 'gs', replicatorExit(4, [`replication ${plan.node}→${peer} stopped (ownership lost): another replicator`]))).toBe(false);
-    expect(isExpectedStop(plan, 'gs', replicatorExit(1, [`replication ${plan.node}→${peer} stopped (capture refused): ${cause}`]))).toBe(false);
+    expect(isExpectedStop(plan, 'gs', stopWith(4, [cause, `replication ${plan.node}→${peer} stopped (capture refused): ${cause}`]))).toBe(true);
+    expect(isExpectedStop(plan, 'gs', stopWith(4, [`replication ${peer}→${plan.node} stopped (capture refused): ${cause}`]))).toBe(false);
+    expect(isExpectedStop(plan, 'gs', stopWith(4, [`replication ${plan.node}→${peer} stopped (ownership lost): another replicator`]))).toBe(false);
+    expect(isExpectedStop(plan, 'gs', stopWith(1, [`replication ${plan.node}→${peer} stopped (capture refused): ${cause}`]))).toBe(false);
 
     const result = (expectedStop: HarnessResult['expectedStop'], converged = false) =>
       ({ converged, divergedKeys: 3, expectationMismatches: [], unknownOutcomes: { committed: 0, notCommitted: 0, unresolved: [], decided: [] }, expectedStop }) as unknown as HarnessResult;
