@@ -329,6 +329,20 @@ export function lwwUpsert(shape: TableShape, rows: readonly (readonly SqlValue[]
 export function deleteTombstoned(shape: TableShape, tomb: TombstoneShape, keys: readonly (readonly SqlValue[])[]): Statement {
   const target = quoteTable(shape.schema, shape.table);
   const tombTable = quoteTable(tomb.metaSchema, tomb.tombstoneTable);
+  if (isIntegerKey(shape)) {
+    // One integer key column: an IN-list on the table's key finds the same rows (integers have no
+    // collation or spelling) without a derived table, which MariaDB materialises (~4x slower at 1024
+    // keys). The plan and the locks stay: the table's rows by primary key, each row's tombstone by
+    // its primary key (shared, with the gap where it is missing).
+    const k = quoteIdent(shape.primaryKey[0]!);
+    return {
+      sql:
+        `DELETE ${target} FROM ${target} JOIN ${tombTable} ON ${tombTable}.${k} = ${target}.${k}` +
+        ` WHERE ${target}.${k} IN (${new Array<string>(keys.length).fill(shape.keyPlaceholders[0]!).join(', ')})` +
+        ` AND ${tombTable}.${quoteIdent(tomb.versionColumn)} >= ${target}.${quoteIdent(shape.versionColumn)}`,
+      values: rowsOf(1, keys),
+    };
+  }
   const names = shape.primaryKey.map((_, i) => `_lww_k${i}`);
   const ref = (i: number) => `${quoteIdent(ROW_ALIAS)}.${quoteIdent(names[i]!)}`;
   const byKey = shape.primaryKey.map((k, i) => `${target}.${quoteIdent(k)} = ${ref(i)}`).join(' AND ');
@@ -340,6 +354,14 @@ export function deleteTombstoned(shape: TableShape, tomb: TombstoneShape, keys: 
       ` WHERE ${tombTable}.${quoteIdent(tomb.versionColumn)} >= ${target}.${quoteIdent(shape.versionColumn)}`,
     values: rowsOf(shape.primaryKey.length, keys),
   };
+}
+
+/**
+ * A primary key of one integer column: its typed placeholder is an integer cast (see keyPlaceholder;
+ * a DECIMAL(20,0) column shares the unsigned one, and is as exact: numbers have no collation).
+ */
+export function isIntegerKey(shape: Pick<TableShape, 'primaryKey' | 'keyPlaceholders'>): boolean {
+  return shape.primaryKey.length === 1 && (shape.keyPlaceholders[0] === 'CAST(? AS SIGNED)' || shape.keyPlaceholders[0] === UNSIGNED_PLACEHOLDER);
 }
 
 /** What a non-LWW sink does: the incoming row replaces whatever is there. */

@@ -178,10 +178,27 @@ describe('bypass, tombstone, delete and read-back statements', () => {
         ` WHERE ${tt}.\`_lww_ts\` >= ${t}.\`_lww_ts\``,
       values: ['d1', 'x', 'd2', 'y'],
     });
-    expect(deleteTombstoned(shape, tomb, [['7']]).sql).toBe(
-      `DELETE ${t} FROM (SELECT ${INT} AS \`_lww_k0\`) AS ${n} JOIN ${t} ON ${t}.\`id\` = ${n}.\`_lww_k0\`` +
+    // One collated key column keeps the derived rows (an OR or IN of collated values misses keys
+    // that differ only in letter case under a binary collation).
+    const ci = { ...shape, keyPlaceholders: [CI] };
+    expect(deleteTombstoned(ci, { ...tomb, keyPlaceholders: [CI] }, [['7']]).sql).toBe(
+      `DELETE ${t} FROM (SELECT ${CI} AS \`_lww_k0\`) AS ${n} JOIN ${t} ON ${t}.\`id\` = ${n}.\`_lww_k0\`` +
         ` JOIN ${tt} ON ${tt}.\`id\` = ${t}.\`id\` WHERE ${tt}.\`_lww_ts\` >= ${t}.\`_lww_ts\``,
     );
+  });
+  it('covers a single integer key with an IN-list on the table, typed like the column', () => {
+    const t = '`db`.`t`';
+    const tt = '`lww_meta`.`tomb__db__t`';
+    expect(deleteTombstoned(shape, tomb, [['7'], ['8'], ['9']])).toEqual({
+      sql: `DELETE ${t} FROM ${t} JOIN ${tt} ON ${tt}.\`id\` = ${t}.\`id\` WHERE ${t}.\`id\` IN (${INT}, ${INT}, ${INT}) AND ${tt}.\`_lww_ts\` >= ${t}.\`_lww_ts\``,
+      values: ['7', '8', '9'],
+    });
+    const U = 'CAST(? AS DECIMAL(20,0))';
+    expect(deleteTombstoned({ ...shape, keyPlaceholders: [U] }, { ...tomb, keyPlaceholders: [U] }, [['18446744073709551615']])).toEqual({
+      sql: `DELETE ${t} FROM ${t} JOIN ${tt} ON ${tt}.\`id\` = ${t}.\`id\` WHERE ${t}.\`id\` IN (${U}) AND ${tt}.\`_lww_ts\` >= ${t}.\`_lww_ts\``,
+      values: ['18446744073709551615'],
+    });
+    expect(() => deleteTombstoned(shape, tomb, [['7', '8']])).toThrow(/a row has 2 values/);
   });
   it('reads back row and tombstone versions per key position, with a locking read (latest committed, not the snapshot)', () => {
     expect(readBackVersions(shape, tomb, [['7'], ['8']])).toEqual({
