@@ -52,6 +52,12 @@ import type { SqlValue } from './values.ts';
 /** Bound parameters per statement stay below the protocol's 65,535 limit. */
 export const MAX_PARAMS = 60_000;
 export const MAX_ROWS_PER_STATEMENT = 1024;
+/**
+ * A statement binding more values than this is closed on the server after it ran instead of staying
+ * in mysql2's per-connection statement cache: each batch size and table shape is its own text, and
+ * cached ones hold client memory and server prepared statements (max_prepared_stmt_count) for good.
+ */
+export const UNPREPARE_ABOVE_VALUES = 1000;
 
 export interface CheckpointAdvance {
   sourceId: string;
@@ -201,6 +207,8 @@ export async function run(ctx: ApplyContext, table: string, stmt: Statement): Pr
   } catch (err) {
     end?.(false);
     throw new StatementError(table, err);
+  } finally {
+    releaseLarge(ctx, stmt);
   }
 }
 
@@ -213,6 +221,19 @@ export async function select(ctx: ApplyContext, table: string, stmt: Statement):
   } catch (err) {
     end?.(false);
     throw new StatementError(table, err);
+  } finally {
+    releaseLarge(ctx, stmt);
+  }
+}
+
+/** Closes a large statement's server-side prepared statement (see UNPREPARE_ABOVE_VALUES). */
+function releaseLarge(ctx: ApplyContext, stmt: Statement): void {
+  if (stmt.values.length <= UNPREPARE_ABOVE_VALUES) return;
+  try {
+    // The same cache key as execute's (no nestTables/rowsAsArray); close needs no reply.
+    ctx.conn.unprepare(stmt.sql);
+  } catch {
+    // A connection already lost has nothing left to close.
   }
 }
 

@@ -6,6 +6,8 @@ import { parseSourceTransaction } from '../../src/model/change.ts';
 import { tombstoneTableName } from '../../src/model/names.ts';
 import type { TableMeta } from '../../src/model/table.ts';
 import { MAX_VERSION, makeVersion, nextVersion, nodeIdOf, parseVersion } from '../../src/model/version.ts';
+import type { Connection } from 'mysql2/promise';
+import { type ApplyContext, run, select, UNPREPARE_ABOVE_VALUES } from '../../src/writer/apply.ts';
 import { coalesce, parentsFirst, type TablePlan } from '../../src/writer/coalesce.ts';
 import { prepareTransaction } from '../../src/writer/prepare.ts';
 import { ColumnDefault } from '../../src/sql/dml.ts';
@@ -329,5 +331,37 @@ describe('table order of a batch', () => {
   });
   it('gives tables on a reference cycle a fixed order', () => {
     expect(names(parentsFirst([plan('x', ['y']), plan('y', ['x']), plan('s')]))).toEqual(['y', 'x', 's']);
+  });
+});
+
+describe('prepared statements of the apply session', () => {
+  function session(fail = false) {
+    const closed: string[] = [];
+    const conn = {
+      execute: async () => {
+        if (fail) throw Object.assign(new Error('Deadlock found'), { errno: 1213 });
+        return [{ affectedRows: 1 }, []];
+      },
+      unprepare: (sql: string) => {
+        closed.push(sql);
+      },
+    } as unknown as Connection;
+    const ctx: ApplyContext = { conn, dialect: 'mysql', metaSchema: 'lww_meta', bypass: false, queryTimeoutMs: 1000 };
+    return { ctx, closed };
+  }
+  const values = (n: number) => Array.from({ length: n }, (_, i) => String(i));
+  it('closes a statement binding more than the limit after it ran, and keeps small ones cached', async () => {
+    const { ctx, closed } = session();
+    await run(ctx, 'db.t', { sql: 'SMALL', values: values(UNPREPARE_ABOVE_VALUES) });
+    await select(ctx, 'db.t', { sql: 'SMALL SELECT', values: values(3) });
+    expect(closed).toEqual([]);
+    await run(ctx, 'db.t', { sql: 'LARGE', values: values(UNPREPARE_ABOVE_VALUES + 1) });
+    await select(ctx, 'db.t', { sql: 'LARGE SELECT', values: values(2048) });
+    expect(closed).toEqual(['LARGE', 'LARGE SELECT']);
+  });
+  it('closes a large statement that failed too, and still reports the failure', async () => {
+    const { ctx, closed } = session(true);
+    await expect(run(ctx, 'db.t', { sql: 'LARGE', values: values(1500) })).rejects.toThrow(/db\.t/);
+    expect(closed).toEqual(['LARGE']);
   });
 });
