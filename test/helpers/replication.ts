@@ -1,5 +1,7 @@
 // Helpers for replication tests: install two nodes, run a replicator in-process, wait for convergence.
 import type { Connection, RowDataPacket } from 'mysql2/promise';
+import { expect } from 'vitest';
+import type { AuditReport } from '../../src/checker/index.ts';
 import { currentPosition } from '../../src/capture/source.ts';
 import { connect } from '../../src/db/connection.ts';
 import { install } from '../../src/install/install.ts';
@@ -73,4 +75,10 @@ export async function binlogHeads(urls: readonly string[]): Promise<string[]> {
 export async function textRows(conn: Connection, sql: string): Promise<string[]> {
   const [rows] = await conn.query<RowDataPacket[]>(sql);
   return rows.map((r) => Object.values(r).map(String).join('|'));
+}
+
+/** The history audit found nothing wrong; on failure the message lists the findings. */
+export function expectCleanAudit(report: Pick<AuditReport, 'counts' | 'findings'>): void {
+  const why = JSON.stringify(report.findings, (_k, v) => (typeof v === 'bigint' ? String(v) : v));
+  expect(report.counts, why).toEqual({ lww_violation: 0, lost: 0, redundant: 0, inconsistent: 0 });
 }

@@ -1,36 +1,37 @@
 import type { Connection, RowDataPacket } from 'mysql2/promise';
-import { expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { auditHistory } from '../../src/checker/index.ts';
-import { describeEachEngine } from '../helpers/engines.ts';
-import { binlogHeads, converged, eventually, setupNodes, startReplicator, textRows } from '../helpers/replication.ts';
+import { describeEachEngine, type EngineContext } from '../helpers/engines.ts';
+import { binlogHeads, converged, eventually, expectCleanAudit, setupNodes, startReplicator, textRows } from '../helpers/replication.ts';
+
+const urls = (ctx: EngineContext) => ctx.servers.map((s) => s.url);
+const pause = () => new Promise((r) => setTimeout(r, 5));
 
 // ON DELETE SET NULL between replicated tables, with writes on both nodes: the parent's delete nulls
 // the children itself (its BEFORE DELETE trigger, so the change gets a version and replicates), and a
 // child row newer than its parent's delete lands with the reference cleared.
-describeEachEngine('ON DELETE SET NULL across nodes', 2, (ctx) => {
-  const urls = () => ctx.servers.map((s) => s.url);
-  const pause = () => new Promise((r) => setTimeout(r, 5));
+function setNullAcrossNodes(ctx: EngineContext): void {
   const DDL = [
     'CREATE TABLE {{db}}.p (id INT NOT NULL PRIMARY KEY, name CHAR(8) NOT NULL) ENGINE=InnoDB',
     'CREATE TABLE {{db}}.c (id INT NOT NULL PRIMARY KEY, pid INT NULL, note CHAR(8) NOT NULL, FOREIGN KEY (pid) REFERENCES {{db}}.p (id) ON DELETE SET NULL) ENGINE=InnoDB',
   ];
 
   it('a parent deleted on one node while the other keeps it newer: the children are nulled on both, with a version', async () => {
-    const conns = await setupNodes(urls(), 'fknull2', DDL, ['p', 'c']);
+    const conns = await setupNodes(urls(ctx), 'fknull2', DDL, ['p', 'c']);
     const [a, b] = conns as [Connection, Connection];
-    let rep = await startReplicator(urls());
+    let rep = await startReplicator(urls(ctx));
     await a.query("INSERT INTO fknull2.p (id, name) VALUES (1, 'parent')");
     await a.query("INSERT INTO fknull2.c (id, pid, note) VALUES (10, 1, 'child')");
     await converged(conns, 'fknull2', 'c');
     await rep.stop();
-    const from = await binlogHeads(urls());
+    const from = await binlogHeads(urls(ctx));
     // B deletes the parent (its children lose the reference); later A updates the parent, which wins.
     await b.query('DELETE FROM fknull2.p WHERE id = 1');
     await pause();
     await a.query("UPDATE fknull2.p SET name = 'renamed' WHERE id = 1");
     const [[child]] = await b.query<RowDataPacket[]>('SELECT pid, CAST(_lww_ts AS CHAR) AS v FROM fknull2.c WHERE id = 10');
     expect(child!.pid).toBeNull();
-    rep = await startReplicator(urls());
+    rep = await startReplicator(urls(ctx));
     try {
       await converged(conns, 'fknull2', 'p');
       await converged(conns, 'fknull2', 'c');
@@ -41,25 +42,25 @@ describeEachEngine('ON DELETE SET NULL across nodes', 2, (ctx) => {
     } finally {
       await rep.stop();
     }
-    const report = await auditHistory({ nodes: urls(), from, tables: ['fknull2.p', 'fknull2.c'] });
-    expect(report.counts, JSON.stringify(report.findings, (_k, v) => (typeof v === 'bigint' ? String(v) : v))).toEqual({ lww_violation: 0, lost: 0, redundant: 0, inconsistent: 0 });
+    const report = await auditHistory({ nodes: urls(ctx), from, tables: ['fknull2.p', 'fknull2.c'] });
+    expectCleanAudit(report);
     for (const c of conns) await c.end();
   });
 
   it('a child row newer than the delete of its ON DELETE SET NULL parent lands with the reference cleared on both nodes', async () => {
-    const conns = await setupNodes(urls(), 'fknull', DDL, ['p', 'c']);
+    const conns = await setupNodes(urls(ctx), 'fknull', DDL, ['p', 'c']);
     const [a, b] = conns as [Connection, Connection];
-    let rep = await startReplicator(urls());
+    let rep = await startReplicator(urls(ctx));
     await a.query("INSERT INTO fknull.p (id, name) VALUES (1, 'parent')");
     await a.query("INSERT INTO fknull.c (id, pid, note) VALUES (10, NULL, 'child')");
     await converged(conns, 'fknull', 'c');
     await rep.stop();
-    const from = await binlogHeads(urls());
+    const from = await binlogHeads(urls(ctx));
     // A deletes the parent; later, B points the child at it (B still holds the parent).
     await a.query('DELETE FROM fknull.p WHERE id = 1');
     await pause();
     await b.query("UPDATE fknull.c SET pid = 1, note = 'adopted' WHERE id = 10");
-    rep = await startReplicator(urls());
+    rep = await startReplicator(urls(ctx));
     try {
       await converged(conns, 'fknull', 'c');
       await converged(conns, 'fknull', 'p');
@@ -71,19 +72,17 @@ describeEachEngine('ON DELETE SET NULL across nodes', 2, (ctx) => {
     } finally {
       await rep.stop();
     }
-    const report = await auditHistory({ nodes: urls(), from, tables: ['fknull.p', 'fknull.c'] });
-    expect(report.counts, JSON.stringify(report.findings, (_k, v) => (typeof v === 'bigint' ? String(v) : v))).toEqual({ lww_violation: 0, lost: 0, redundant: 0, inconsistent: 0 });
+    const report = await auditHistory({ nodes: urls(ctx), from, tables: ['fknull.p', 'fknull.c'] });
+    expectCleanAudit(report);
     expect(report.foreignKeySetNull).toBe(1);
     for (const c of conns) await c.end();
   });
-});
+}
 
 // A parent key under a case-insensitive collation, written in other letters on two nodes: LWW
 // respells the older node's parent key to the newest spelling, a key update that is equal under the
 // collation, so every child reference still matches; ON UPDATE RESTRICT must not refuse it.
-describeEachEngine('a collated parent key respelled under ON UPDATE RESTRICT', 2, (ctx) => {
-  const urls = () => ctx.servers.map((s) => s.url);
-  const pause = () => new Promise((r) => setTimeout(r, 5));
+function collatedParentRespelled(ctx: EngineContext): void {
   const ddl = (onUpdate: string) => [
     'CREATE TABLE {{db}}.p (id VARCHAR(8) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NOT NULL PRIMARY KEY, name CHAR(8) NOT NULL) ENGINE=InnoDB',
     `CREATE TABLE {{db}}.c (id INT NOT NULL PRIMARY KEY, pid VARCHAR(8) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NULL, FOREIGN KEY (pid) REFERENCES {{db}}.p (id) ON DELETE CASCADE ON UPDATE ${onUpdate}) ENGINE=InnoDB`,
@@ -92,16 +91,16 @@ describeEachEngine('a collated parent key respelled under ON UPDATE RESTRICT', 2
   for (const onUpdate of ['RESTRICT', 'NO ACTION', 'CASCADE']) {
     it(`ON UPDATE ${onUpdate}: the newest spelling of the parent key lands on both nodes, the children keep theirs`, async () => {
       const db = `fkcase_${onUpdate.replace(' ', '').toLowerCase()}`;
-      const conns = await setupNodes(urls(), db, ddl(onUpdate), ['p', 'c']);
+      const conns = await setupNodes(urls(ctx), db, ddl(onUpdate), ['p', 'c']);
       const [a, b] = conns as [Connection, Connection];
-      await (await startReplicator(urls())).stop();
-      const from = await binlogHeads(urls());
+      await (await startReplicator(urls(ctx))).stop();
+      const from = await binlogHeads(urls(ctx));
       // A writes the parent as 'abc' with a child; later B writes it as 'ABC' (newer, no child there).
       await a.query(`INSERT INTO ${db}.p (id, name) VALUES ('abc', 'a')`);
       await a.query(`INSERT INTO ${db}.c (id, pid) VALUES (10, 'abc')`);
       await pause();
       await b.query(`INSERT INTO ${db}.p (id, name) VALUES ('ABC', 'b')`);
-      const rep = await startReplicator(urls());
+      const rep = await startReplicator(urls(ctx));
       try {
         await converged(conns, db, 'p');
         await converged(conns, db, 'c');
@@ -113,20 +112,18 @@ describeEachEngine('a collated parent key respelled under ON UPDATE RESTRICT', 2
       } finally {
         await rep.stop();
       }
-      const report = await auditHistory({ nodes: urls(), from, tables: [`${db}.p`, `${db}.c`] });
-      expect(report.counts, JSON.stringify(report.findings, (_k, v) => (typeof v === 'bigint' ? String(v) : v))).toEqual({ lww_violation: 0, lost: 0, redundant: 0, inconsistent: 0 });
+      const report = await auditHistory({ nodes: urls(ctx), from, tables: [`${db}.p`, `${db}.c`] });
+      expectCleanAudit(report);
       for (const c of conns) await c.end();
     });
   }
-});
+}
 
 // ON DELETE CASCADE with writes on both nodes: a child written (or re-pointed) to a parent the other
 // node deletes at the same time. Where the child was written, the parent's delete cascades it away;
 // where the parent was deleted, the child's write arrives to a missing parent and is dropped. Both
 // end without the row and with its tombstone at the child write's own version.
-describeEachEngine('ON DELETE CASCADE across nodes', 2, (ctx) => {
-  const urls = () => ctx.servers.map((s) => s.url);
-  const pause = () => new Promise((r) => setTimeout(r, 5));
+function cascadeAcrossNodes(ctx: EngineContext): void {
   const DDL = [
     'CREATE TABLE {{db}}.p (id INT NOT NULL PRIMARY KEY, name CHAR(8) NOT NULL) ENGINE=InnoDB',
     'CREATE TABLE {{db}}.c (id INT NOT NULL PRIMARY KEY, pid INT NULL, note CHAR(8) NOT NULL, FOREIGN KEY (pid) REFERENCES {{db}}.p (id) ON DELETE CASCADE) ENGINE=InnoDB',
@@ -135,14 +132,14 @@ describeEachEngine('ON DELETE CASCADE across nodes', 2, (ctx) => {
 
   it('a child row written concurrently with its parent delete goes on both nodes, tombstoned at its own version; a later write of its key lands', async () => {
     const db = 'fkcascade';
-    const conns = await setupNodes(urls(), db, DDL, ['p', 'c']);
+    const conns = await setupNodes(urls(ctx), db, DDL, ['p', 'c']);
     const [a, b] = conns as [Connection, Connection];
-    let rep = await startReplicator(urls());
+    let rep = await startReplicator(urls(ctx));
     await a.query(`INSERT INTO ${db}.p (id, name) VALUES (1, 'parent'), (2, 'other')`);
     await a.query(`INSERT INTO ${db}.c (id, pid, note) VALUES (10, 1, 'child'), (11, 2, 'child')`);
     await converged(conns, db, 'c');
     await rep.stop();
-    const from = await binlogHeads(urls());
+    const from = await binlogHeads(urls(ctx));
     // B inserts child 13 under parent 1, older than its delete, which A never sees before it. A
     // deletes parent 1 (its child 10 goes with it); later B, still holding it, updates child 10,
     // re-points child 11 to it and inserts child 12 under it: all newer than the delete.
@@ -154,7 +151,7 @@ describeEachEngine('ON DELETE CASCADE across nodes', 2, (ctx) => {
     await b.query(`UPDATE ${db}.c SET pid = 1, note = 'moved' WHERE id = 11`);
     await b.query(`INSERT INTO ${db}.c (id, pid, note) VALUES (12, 1, 'new')`);
     const versions = await textRows(b, `SELECT id, CAST(_lww_ts AS CHAR) FROM ${db}.c ORDER BY id`);
-    rep = await startReplicator(urls());
+    rep = await startReplicator(urls(ctx));
     try {
       await converged(conns, db, 'p');
       await converged(conns, db, 'c');
@@ -176,8 +173,8 @@ describeEachEngine('ON DELETE CASCADE across nodes', 2, (ctx) => {
     } finally {
       await rep.stop();
     }
-    const report = await auditHistory({ nodes: urls(), from, tables: [`${db}.p`, `${db}.c`] });
-    expect(report.counts, JSON.stringify(report.findings, (_k, v) => (typeof v === 'bigint' ? String(v) : v))).toEqual({ lww_violation: 0, lost: 0, redundant: 0, inconsistent: 0 });
+    const report = await auditHistory({ nodes: urls(ctx), from, tables: [`${db}.p`, `${db}.c`] });
+    expectCleanAudit(report);
     // Each of the four child writes, once on each node.
     expect(report.foreignKeyCascades).toBe(8);
     for (const c of conns) await c.end();
@@ -185,14 +182,14 @@ describeEachEngine('ON DELETE CASCADE across nodes', 2, (ctx) => {
 
   it('a parent deleted and written again in one transaction while the other node adds a child: the child stays on both', async () => {
     const db = 'fkreplace';
-    const conns = await setupNodes(urls(), db, DDL, ['p', 'c']);
+    const conns = await setupNodes(urls(ctx), db, DDL, ['p', 'c']);
     const [a, b] = conns as [Connection, Connection];
-    let rep = await startReplicator(urls());
+    let rep = await startReplicator(urls(ctx));
     await a.query(`INSERT INTO ${db}.p (id, name) VALUES (1, 'parent')`);
     await a.query(`INSERT INTO ${db}.c (id, pid, note) VALUES (10, 1, 'child')`);
     await converged(conns, db, 'c');
     await rep.stop();
-    const from = await binlogHeads(urls());
+    const from = await binlogHeads(urls(ctx));
     // A deletes the parent row (its child 10 goes with it) and inserts it again in one transaction;
     // B, not having seen it, adds child 11, which lands on A, where the parent exists again.
     await a.query('BEGIN');
@@ -201,7 +198,7 @@ describeEachEngine('ON DELETE CASCADE across nodes', 2, (ctx) => {
     await a.query('COMMIT');
     await pause();
     await b.query(`INSERT INTO ${db}.c (id, pid, note) VALUES (11, 1, 'added')`);
-    rep = await startReplicator(urls());
+    rep = await startReplicator(urls(ctx));
     try {
       await converged(conns, db, 'p');
       await converged(conns, db, 'c');
@@ -213,21 +210,19 @@ describeEachEngine('ON DELETE CASCADE across nodes', 2, (ctx) => {
     } finally {
       await rep.stop();
     }
-    const report = await auditHistory({ nodes: urls(), from, tables: [`${db}.p`, `${db}.c`] });
-    expect(report.counts, JSON.stringify(report.findings, (_k, v) => (typeof v === 'bigint' ? String(v) : v))).toEqual({ lww_violation: 0, lost: 0, redundant: 0, inconsistent: 0 });
+    const report = await auditHistory({ nodes: urls(ctx), from, tables: [`${db}.p`, `${db}.c`] });
+    expectCleanAudit(report);
     expect(report.foreignKeyCascades).toBe(0);
     for (const c of conns) await c.end();
   });
-});
+}
 
 // A REPLACE of a parent row on one node. MySQL 9.7 (foreign keys in the SQL layer) takes no ON DELETE
 // action when the REPLACE writes the referenced key back byte for byte: the children stay, neither
 // tombstoned nor nulled. MariaDB (InnoDB's foreign keys) cascades and nulls. Either way both nodes
 // end alike, and a child written meanwhile on the other node is neither removed nor nulled there
 // by the replicated delete half (nor by a REPLACE that respells the key under its collation).
-describeEachEngine('a REPLACE of a parent row', 2, (ctx) => {
-  const urls = () => ctx.servers.map((s) => s.url);
-  const pause = () => new Promise((r) => setTimeout(r, 5));
+function replaceOfParent(ctx: EngineContext): void {
   const DDL = [
     'CREATE TABLE {{db}}.p (id VARCHAR(8) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NOT NULL PRIMARY KEY, name CHAR(8) NOT NULL) ENGINE=InnoDB',
     'CREATE TABLE {{db}}.c (id INT NOT NULL PRIMARY KEY, pid VARCHAR(8) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NULL, note CHAR(8) NOT NULL, FOREIGN KEY (pid) REFERENCES {{db}}.p (id) ON DELETE CASCADE) ENGINE=InnoDB',
@@ -236,15 +231,15 @@ describeEachEngine('a REPLACE of a parent row', 2, (ctx) => {
 
   it('children stay where the server keeps them (MySQL) or go (MariaDB) alike on both nodes; children written meanwhile on the other node stay', async () => {
     const db = 'fkreplace2';
-    const conns = await setupNodes(urls(), db, DDL, ['p', 'c', 'n']);
+    const conns = await setupNodes(urls(ctx), db, DDL, ['p', 'c', 'n']);
     const [a, b] = conns as [Connection, Connection];
-    let rep = await startReplicator(urls());
+    let rep = await startReplicator(urls(ctx));
     await a.query(`INSERT INTO ${db}.p (id, name) VALUES ('alpha', 'a'), ('beta', 'b')`);
     await a.query(`INSERT INTO ${db}.c (id, pid, note) VALUES (10, 'alpha', 'child')`);
     await a.query(`INSERT INTO ${db}.n (id, pid) VALUES (20, 'alpha')`);
     await converged(conns, db, 'n');
     await rep.stop();
-    const from = await binlogHeads(urls());
+    const from = await binlogHeads(urls(ctx));
     // B updates child 10; later A replaces parent 'alpha' as it is and 'beta' respelled 'Beta',
     // while B, not having seen that, adds children to both.
     await b.query(`UPDATE ${db}.c SET note = 'b' WHERE id = 10`);
@@ -257,7 +252,7 @@ describeEachEngine('a REPLACE of a parent row', 2, (ctx) => {
     const tomb = `lww_meta.${'`'}tomb__${db}__c${'`'}`;
     expect(await textRows(a, `SELECT c.id FROM ${db}.c c JOIN ${tomb} t ON t.id = c.id WHERE t._lww_ts >= c._lww_ts`)).toEqual([]);
     const keeps = ctx.engine === 'mysql';
-    rep = await startReplicator(urls());
+    rep = await startReplicator(urls(ctx));
     try {
       for (const t of ['p', 'c', 'n']) await converged(conns, db, t);
       for (const c of conns) {
@@ -268,8 +263,8 @@ describeEachEngine('a REPLACE of a parent row', 2, (ctx) => {
     } finally {
       await rep.stop();
     }
-    const report = await auditHistory({ nodes: urls(), from, tables: [`${db}.p`, `${db}.c`, `${db}.n`] });
-    expect(report.counts, JSON.stringify(report.findings, (_k, v) => (typeof v === 'bigint' ? String(v) : v))).toEqual({ lww_violation: 0, lost: 0, redundant: 0, inconsistent: 0 });
+    const report = await auditHistory({ nodes: urls(ctx), from, tables: [`${db}.p`, `${db}.c`, `${db}.n`] });
+    expectCleanAudit(report);
     // A note another statement left is never trusted: with the session clock held (SET TIMESTAMP) an
     // INSERT IGNORE and a DELETE start in the same microsecond; the delete is refused, its retry tombstones.
     await a.query('SET TIMESTAMP = UNIX_TIMESTAMP(NOW(6)) - 60');
@@ -282,15 +277,14 @@ describeEachEngine('a REPLACE of a parent row', 2, (ctx) => {
     expect(await textRows(a, `SELECT id, COALESCE(pid, 'null') FROM ${db}.n WHERE id = 4`)).toEqual(['4|null']);
     for (const c of conns) await c.end();
   });
-});
+}
 
 // One source transaction writes a collated parent key in two spellings ('Abc', then 'ABC'), both newer
 // than the peer's 'abc' that a child references under ON UPDATE RESTRICT. The batch holds both (keys
 // equal under the collation stay apart in coalesce): in one statement they took turns — respelled to
 // one, changed back by the other, refused, respelled again — and the direction looped without end,
 // statement after statement, never committing (the silent harness stalls of generated seeds 5 and 11).
-describeEachEngine('a collated parent key in two spellings in one batch', 2, (ctx) => {
-  const urls = () => ctx.servers.map((s) => s.url);
+function twoSpellingsInOneBatch(ctx: EngineContext): void {
   const DDL = [
     'CREATE TABLE {{db}}.p (id VARCHAR(8) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NOT NULL PRIMARY KEY, name CHAR(8) NOT NULL) ENGINE=InnoDB',
     'CREATE TABLE {{db}}.c (id INT NOT NULL PRIMARY KEY, pid VARCHAR(8) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NULL, FOREIGN KEY (pid) REFERENCES {{db}}.p (id) ON DELETE CASCADE ON UPDATE RESTRICT) ENGINE=InnoDB',
@@ -298,18 +292,18 @@ describeEachEngine('a collated parent key in two spellings in one batch', 2, (ct
 
   it('converges to the newest spelling instead of looping; the child keeps its own', async () => {
     const db = 'fkspell2';
-    const conns = await setupNodes(urls(), db, DDL, ['p', 'c']);
+    const conns = await setupNodes(urls(ctx), db, DDL, ['p', 'c']);
     const [a, b] = conns as [Connection, Connection];
-    await (await startReplicator(urls())).stop();
+    await (await startReplicator(urls(ctx))).stop();
     await a.query(`INSERT INTO ${db}.p (id, name) VALUES ('abc', 'a')`);
     await a.query(`INSERT INTO ${db}.c (id, pid) VALUES (10, 'abc')`);
-    await new Promise((r) => setTimeout(r, 5));
+    await pause();
     await b.query('BEGIN');
     await b.query(`INSERT INTO ${db}.p (id, name) VALUES ('Abc', 'b1')`);
     await b.query(`UPDATE ${db}.p SET id = 'ABC', name = 'b2' WHERE id = 'Abc'`);
     await b.query('COMMIT');
     // The watchdog (short here) would name a loop; the test wants no loop at all.
-    const rep = await startReplicator(urls(), { stallTimeoutMs: 5000, applyWorkers: 1 });
+    const rep = await startReplicator(urls(ctx), { stallTimeoutMs: 5000, applyWorkers: 1 });
     try {
       await converged(conns, db, 'p');
       await converged(conns, db, 'c');
@@ -327,7 +321,7 @@ describeEachEngine('a collated parent key in two spellings in one batch', 2, (ct
     }
     for (const c of conns) await c.end();
   });
-});
+}
 
 // A parent row the sink removes by last-write-wins across a UNIQUE key (a newer row of another key
 // took its value) takes its ON DELETE CASCADE children with it (the server's cascade): each child
@@ -335,9 +329,7 @@ describeEachEngine('a collated parent key in two spellings in one batch', 2, (ct
 // from another node. Before: the child went with no tombstone and no word on that node, while the
 // node where the child's write arrived after the parent's removal tombstoned it (harness
 // --schema-gen 109: tombstone_mismatch, and the child reported missing by the writers' oracle).
-describeEachEngine('a parent removed by a UNIQUE clash, with ON DELETE CASCADE children', 2, (ctx) => {
-  const urls = () => ctx.servers.map((s) => s.url);
-  const pause = () => new Promise((r) => setTimeout(r, 5));
+function parentRemovedByUniqueClash(ctx: EngineContext): void {
   const DDL = [
     'CREATE TABLE {{db}}.p (id INT NOT NULL PRIMARY KEY, u CHAR(8) NULL, name CHAR(8) NOT NULL, UNIQUE KEY uk (u)) ENGINE=InnoDB',
     'CREATE TABLE {{db}}.c (id INT NOT NULL PRIMARY KEY, pid INT NULL, note CHAR(8) NOT NULL, FOREIGN KEY (pid) REFERENCES {{db}}.p (id) ON DELETE CASCADE) ENGINE=InnoDB',
@@ -347,7 +339,7 @@ describeEachEngine('a parent removed by a UNIQUE clash, with ON DELETE CASCADE c
     textRows(c, `SELECT table_name, CAST(version AS CHAR), reason FROM lww_meta.conflicts WHERE schema_name = '${db}' AND reason LIKE 'foreign key cascade%' ORDER BY id`);
 
   async function check(db: string, conns: Connection[], from: Awaited<ReturnType<typeof binlogHeads>>, child: string[]): Promise<void> {
-    const rep = await startReplicator(urls());
+    const rep = await startReplicator(urls(ctx));
     try {
       await converged(conns, db, 'p');
       await converged(conns, db, 'c');
@@ -365,17 +357,17 @@ describeEachEngine('a parent removed by a UNIQUE clash, with ON DELETE CASCADE c
     } finally {
       await rep.stop();
     }
-    const report = await auditHistory({ nodes: urls(), from, tables: [`${db}.p`, `${db}.c`] });
-    expect(report.counts, JSON.stringify(report.findings, (_k, v) => (typeof v === 'bigint' ? String(v) : v))).toEqual({ lww_violation: 0, lost: 0, redundant: 0, inconsistent: 0 });
+    const report = await auditHistory({ nodes: urls(ctx), from, tables: [`${db}.p`, `${db}.c`] });
+    expectCleanAudit(report);
     for (const c of conns) await c.end();
   }
 
   it('a parent and child written on one node, the value taken newer on the other: the child is tombstoned at its version on both', async () => {
     const db = 'fkclash1';
-    const conns = await setupNodes(urls(), db, DDL, ['p', 'c']);
+    const conns = await setupNodes(urls(ctx), db, DDL, ['p', 'c']);
     const [a, b] = conns as [Connection, Connection];
-    await (await startReplicator(urls())).stop();
-    const from = await binlogHeads(urls());
+    await (await startReplicator(urls(ctx))).stop();
+    const from = await binlogHeads(urls(ctx));
     // A writes parent 1 holding 'x' and a child of it; later B writes parent 2 holding 'x' (newer).
     // A removes parent 1 by the clash (its child goes with it); B refuses parent 1 and drops the
     // child's write, whose parent is gone.
@@ -389,14 +381,14 @@ describeEachEngine('a parent removed by a UNIQUE clash, with ON DELETE CASCADE c
 
   it('a stored parent replaced by its own write that loses the value: its child is tombstoned at its version on both', async () => {
     const db = 'fkclash2';
-    const conns = await setupNodes(urls(), db, DDL, ['p', 'c']);
+    const conns = await setupNodes(urls(ctx), db, DDL, ['p', 'c']);
     const [a, b] = conns as [Connection, Connection];
-    const rep = await startReplicator(urls());
+    const rep = await startReplicator(urls(ctx));
     await a.query(`INSERT INTO ${db}.p (id, u, name) VALUES (1, NULL, 'one')`);
     await a.query(`INSERT INTO ${db}.c (id, pid, note) VALUES (10, 1, 'child')`);
     await converged(conns, db, 'c');
     await rep.stop();
-    const from = await binlogHeads(urls());
+    const from = await binlogHeads(urls(ctx));
     const child = await textRows(a, `SELECT id, CAST(_lww_ts AS CHAR) FROM ${db}.c`);
     // A gives parent 1 the value 'x'; later B writes parent 2 holding 'x' (newer). On B, parent 1's
     // write loses to parent 2 and its stored older row goes, with the child; on A, parent 2's write
@@ -406,4 +398,14 @@ describeEachEngine('a parent removed by a UNIQUE clash, with ON DELETE CASCADE c
     await b.query(`INSERT INTO ${db}.p (id, u, name) VALUES (2, 'x', 'two')`);
     await check(db, conns, from, child);
   });
+}
+
+// One pair of servers per engine for every case (each case has its own database).
+describeEachEngine('foreign keys between replicated tables', 2, (ctx) => {
+  describe('ON DELETE SET NULL across nodes', () => setNullAcrossNodes(ctx));
+  describe('a collated parent key respelled under ON UPDATE RESTRICT', () => collatedParentRespelled(ctx));
+  describe('ON DELETE CASCADE across nodes', () => cascadeAcrossNodes(ctx));
+  describe('a REPLACE of a parent row', () => replaceOfParent(ctx));
+  describe('a collated parent key in two spellings in one batch', () => twoSpellingsInOneBatch(ctx));
+  describe('a parent removed by a UNIQUE clash, with ON DELETE CASCADE children', () => parentRemovedByUniqueClash(ctx));
 });
