@@ -395,11 +395,18 @@ class LwwSink implements Sink {
     this.pendingRows += prepared.ops.length;
     this.pendingBytes += weight;
     this.kick();
-    // Back-pressure: the caller waits while the queue holds more than its byte budget.
-    while (this.pendingBytes > limits.maxQueueBytes && !this.failure && !this.closed) {
+    // Back-pressure, the one place that decides it: the caller waits while the queue holds more
+    // than two windows (one being applied, one ready) or more than its byte budget.
+    while (this.overQueue() && !this.failure && !this.closed) {
       await new Promise<void>((r) => this.drainWaiters.push(r));
     }
     this.assertUsable();
+  }
+
+  /** The queue is past its bound: two windows of rows (a window: one batch per apply worker) or limits.maxQueueBytes. */
+  private overQueue(): boolean {
+    const { batch, applyWorkers, limits } = this.options;
+    return this.pendingRows > 2 * batch.maxRows * applyWorkers || this.pendingBytes > limits.maxQueueBytes;
   }
 
   private latestAtMs = Number.NaN;
@@ -516,6 +523,9 @@ class LwwSink implements Sink {
       this.committedSeq = taken[taken.length - 1]!.seq;
       if (this.pending.length === 0) this.flushRequested = false;
       this.settleWaiters();
+      // One event-loop turn between windows: timers (the watchdog, batch delays) and the source's
+      // reads run even while a backlog keeps this loop busy.
+      if (this.pending.length > 0) await new Promise<void>((r) => setImmediate(r));
     }
   }
 
@@ -523,7 +533,7 @@ class LwwSink implements Sink {
     const done = this.waiters.filter((w) => w.seq <= this.committedSeq);
     this.waiters = this.waiters.filter((w) => w.seq > this.committedSeq);
     for (const w of done) w.resolve();
-    if (this.pendingBytes <= this.options.limits.maxQueueBytes) {
+    if (!this.overQueue()) {
       const d = this.drainWaiters;
       this.drainWaiters = [];
       for (const r of d) r();

@@ -352,6 +352,23 @@ describeEachEngine('LWW sink', 1, (ctx) => {
     await sink.close();
   });
 
+  it('write() holds a fast source back at two windows of queued rows, and every row still lands in order', async () => {
+    await freshDatabase(conn, 'lww15', [T]);
+    const sink = sinkFor({ batch: { maxRows: 2, maxDelayMs: 60_000 } });
+    const queuedAtReturn: number[] = [];
+    const writes = Array.from({ length: 40 }, (_, i) =>
+      sink.write({ sourceId: 'bp', position: String(i + 1), changes: [ins('lww15', i + 1, `v${i}`, BigInt(i + 1))] }).then(() => {
+        queuedAtReturn.push(sink.progress().pendingRows);
+      }),
+    );
+    await Promise.all(writes);
+    await sink.flush();
+    // Two windows of 2 rows (one apply worker): never more queued when a write returns.
+    expect(Math.max(...queuedAtReturn)).toBeLessThanOrEqual(4);
+    expect((await rowsOf(conn, 'lww15', 't', ['id'])).map((r) => r.id)).toEqual(Array.from({ length: 40 }, (_, i) => i + 1));
+    expect((await sink.checkpoint('bp'))?.position).toBe('40');
+  });
+
   it('a second writer of the same source takes over and the first stops instead of writing', async () => {
     await freshDatabase(conn, 'lww10', [T]);
     const first = sinkFor();
