@@ -324,6 +324,14 @@ export class TransactionAssembler {
     this.openStart = this.boundary ? { ...this.boundary } : undefined;
   }
 
+  /**
+   * The open transaction is a sink's (it wrote the checkpoint row) and will be dropped whole: its
+   * further row events need not be decoded (reader.ts has the decoder skip them). Never for the audit.
+   */
+  droppingOpenTransaction(): boolean {
+    return this.open?.appliedBySink === true && this.options.includeApplied !== true;
+  }
+
   /** Feeds one event; returns what it completes (usually nothing until a commit). */
   push(event: CaptureEvent): AssembledItem[] {
     switch (event.type) {

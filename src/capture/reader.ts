@@ -98,6 +98,8 @@ export interface CaptureStats {
   repairedRows: number;
   /** Transactions applied by a sink (they wrote <meta>.checkpoints): not emitted, loop prevention. */
   dropped: number;
+  /** Table maps of sink-applied transactions skipped with their row events, undecoded (after the checkpoint row: the transaction is dropped whole). */
+  skippedEvents: number;
   /** Row events of captured tables written before the table was installed (no version column): skipped. */
   unversioned: number;
   /** Transactions and statements with nothing for the captured tables. */
@@ -218,6 +220,7 @@ export class BinlogCapture {
     chunks: 0,
     repairedRows: 0,
     dropped: 0,
+    skippedEvents: 0,
     unversioned: 0,
     skipped: 0,
     schemaChanges: 0,
@@ -395,6 +398,7 @@ export class BinlogCapture {
         else this.onStreamError(generation, err);
       });
     });
+    this.skipDroppedRows(z as unknown as SkippableZongji);
     z.on('binlog', (event: AnyBinlogEvent) => this.onEvent(generation, event));
     z.start({
       serverId: this.serverId,
@@ -417,6 +421,41 @@ export class BinlogCapture {
     }
     this.lastEventAt = Date.now();
     this.log.info('capture streaming', { source: describeTarget(this.options.source), position });
+  }
+
+  /**
+   * Loop prevention as early as it can be: a sink writes its checkpoint row first in each transaction
+   * (writer/apply.ts), so once the assembler has read that row, the transaction is known to be
+   * dropped and zongji skips the rest of its row events undecoded (its table maps filtered, so their
+   * rows are never parsed). The metadata schema stays decoded (the checkpoint row itself; the audit
+   * never skips). A filtered table map deletes zongji's cached entry for its table id; it is put back
+   * at the next event outside the transaction, so the next transaction finds the cache as before.
+   */
+  private skipDroppedRows(z: SkippableZongji): void {
+    const own = z._skipSchema.bind(z);
+    const stashed = new Map<string, unknown>();
+    z._skipSchema = (schema: string, table: string) => {
+      if (own(schema, table)) return true;
+      if (schema === this.metaSchema || !this.assembler.droppingOpenTransaction()) {
+        if (stashed.size > 0) this.restoreTableMaps(z, stashed);
+        return false;
+      }
+      for (const [id, entry] of Object.entries(z.tableMap)) {
+        if (entry.parentSchema === schema && entry.tableName === table && !stashed.has(id)) stashed.set(id, entry);
+      }
+      this.counters.skippedEvents++;
+      return true;
+    };
+    this.restoreStashed = () => {
+      if (stashed.size > 0 && !this.assembler.droppingOpenTransaction()) this.restoreTableMaps(z, stashed);
+    };
+  }
+
+  private restoreStashed: () => void = () => undefined;
+
+  private restoreTableMaps(z: SkippableZongji, stashed: Map<string, unknown>): void {
+    for (const [id, entry] of stashed) if (z.tableMap[id] === undefined) z.tableMap[id] = entry as ZongjiTableMap;
+    stashed.clear();
   }
 
   private teardownStream(): void {
@@ -445,6 +484,7 @@ export class BinlogCapture {
       const e = toCaptureEvent(event);
       if (!e) return;
       items = this.assembler.push(e);
+      if (e.type === 'commit' || e.type === 'begin' || e.type === 'xa_prepare') this.restoreStashed();
     } catch (err) {
       this.fail(err);
       return;
@@ -693,6 +733,12 @@ interface ZongjiTableMap {
    * not name them. One array per event, shared by its changes (RowChange.sourceColumns).
    */
   lwwSourceColumns?: readonly string[];
+}
+
+/** The parts of a zongji instance the skip of dropped transactions uses (skipDroppedRows). */
+interface SkippableZongji {
+  _skipSchema(schema: string, table: string): boolean;
+  tableMap: Record<string, ZongjiTableMap>;
 }
 
 interface TableMapEventShape {
