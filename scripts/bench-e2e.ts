@@ -16,7 +16,12 @@
 // that B and R hold exactly A's rows (CHECKSUM TABLE). Compare ratios within one run.
 //   npm run bench:e2e -- [--engine mysql|mariadb] [--transactions 100000] [--threads 8] [--rows-per-table 10000] [--workers 4]
 //                        [--apply-workers 1,4]   (the replicator's apply workers per direction; a list compares them in one run)
+//                        [--cpu-prof DIR]        (a V8 CPU profile of each replicator drain, this process's main thread:
+//                                                 capture, sink and JS; summarise with scripts/cpu-profile-top.ts)
 import { randomUUID } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { connect } from '../src/db/connection.ts';
@@ -36,6 +41,7 @@ const { values } = parseArgs({
     'rows-per-table': { type: 'string', default: '10000' },
     workers: { type: 'string', default: '4' },
     'apply-workers': { type: 'string', default: `1,${DEFAULT_APPLY_WORKERS}` },
+    'cpu-prof': { type: 'string' },
   },
 });
 const engine = values.engine === 'mariadb' ? 'mariadb' : 'mysql';
@@ -76,6 +82,27 @@ async function writeMark(url: string): Promise<string> {
   const token = randomUUID();
   await withConn(url, (c) => c.query(writeMarkSql(MARKS), ['A', token, token]));
   return token;
+}
+
+/** Profiles `body` into --cpu-prof DIR when given (only the timed drain, not the backlog's writers). */
+async function profiling<T>(name: string, body: () => Promise<T>): Promise<T> {
+  const dir = values['cpu-prof'];
+  if (!dir) return body();
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.setSamplingInterval', { interval: 200 });
+  await session.post('Profiler.start');
+  try {
+    return await body();
+  } finally {
+    const { profile } = await session.post('Profiler.stop');
+    session.disconnect();
+    mkdirSync(dir, { recursive: true });
+    const file = join(dir, `e2e-${engine}-${name}.cpuprofile`);
+    writeFileSync(file, JSON.stringify(profile));
+    console.log(`  profile: ${file}`);
+  }
 }
 
 /** Polls until `url` holds the mark; returns when it does. */
@@ -205,8 +232,10 @@ try {
   for (const [i, b] of Bs.entries()) {
     started = process.hrtime.bigint();
     const replicator = newReplicator(A.url, b.url, APPLY_WORKERS[i]!);
-    await replicator.start();
-    await awaitMark(b.url, token, 'replicator');
+    await profiling(`${APPLY_WORKERS[i]}-workers`, async () => {
+      await replicator.start();
+      await awaitMark(b.url, token, 'replicator');
+    });
     ourSecsOf.push(secondsSince(started));
     await replicator.stop();
   }
