@@ -518,18 +518,9 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
       if (stop?.wroteAtMs !== undefined) own[`session:refused-setting:${stop.setting}`] = 1;
       return generatedShapes(wl.schemaGen, [...results.map((r) => r.shapes), own], { hotKeys: wl.hotKeys });
     };
-    /** The refused setting's loud stop ends the run here: the verdict, and the state for the record (not judged). */
-    stoppedAsPlanned = async (exit: ReplicatorExit): Promise<HarnessResult | undefined> => {
-      const expectedStop = await expectedStopOf(exit);
-      if (!expectedStop || expectedStop.wroteAtMs === undefined) return undefined;
-      control.stopped = true;
-      abort.abort();
-      const ddl = await ddlRun;
-      const state = await checkState({ nodes: servers.map((s) => s.url), tables: workloadTables(wl) });
-      const { totals, lagMs } = statusTotals(replicator!.lastStatus);
+    /** What every verdict reports of the run itself: its writes, faults, replicator lives and applied totals. */
+    const runFacts = (writeMs: number, last: ReplicatorProcess, totals: DirectionTotals, lagMs: number | undefined) => {
       const transactions = results.reduce((n, r) => n + r.transactions, 0);
-      const writeMs = Date.now() - started;
-      log.info(`harness[${mode}]: the replicator stopped ${expectedStop.asExpected ? 'as expected' : 'OTHERWISE than expected'} after the ${expectedStop.setting} write: ${exit.lastError ?? ''}`);
       return {
         mode,
         engine: o.engine,
@@ -542,11 +533,9 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
         throughput: transactions / (writeMs / 1000),
         faultsInjected: effects.filter((e) => e.tookEffect).length,
         faults: effects,
-        replicatorKills: [...retired, replicator!].reduce((n, r) => n + r.kills, 0),
-        replicatorStarts: [...retired, replicator!].reduce((n, r) => n + r.starts, 0),
+        replicatorKills: [...retired, last].reduce((n, r) => n + r.kills, 0),
+        replicatorStarts: [...retired, last].reduce((n, r) => n + r.starts, 0),
         harnessLoopDelayMs: { max: Math.round(loopDelay.max / 1e6), p99: Math.round(loopDelay.percentile(99) / 1e6) },
-        directions: replicator!.directions(),
-        converged: false,
         replication: {
           applied: totals.inserted + totals.updated + totals.deleted,
           staleSkipped: totals.skippedStale,
@@ -554,10 +543,27 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
           conflicts: totals.skippedStale + totals.skippedByTombstone,
           lagMs,
         },
+        unknownOutcomes: addTallies(results.map((r) => r.outcomes)),
+      };
+    };
+    /** The refused setting's loud stop ends the run here: the verdict, and the state for the record (not judged). */
+    stoppedAsPlanned = async (exit: ReplicatorExit): Promise<HarnessResult | undefined> => {
+      const expectedStop = await expectedStopOf(exit);
+      if (!expectedStop || expectedStop.wroteAtMs === undefined) return undefined;
+      control.stopped = true;
+      abort.abort();
+      const ddl = await ddlRun;
+      const state = await checkState({ nodes: servers.map((s) => s.url), tables: workloadTables(wl) });
+      const { totals, lagMs } = statusTotals(replicator!.lastStatus);
+      const writeMs = Date.now() - started;
+      log.info(`harness[${mode}]: the replicator stopped ${expectedStop.asExpected ? 'as expected' : 'OTHERWISE than expected'} after the ${expectedStop.setting} write: ${exit.lastError ?? ''}`);
+      return {
+        ...runFacts(writeMs, replicator!, totals, lagMs),
+        directions: replicator!.directions(),
+        converged: false,
         state,
         divergedKeys: state.totals.findings,
         expectationMismatches: [],
-        unknownOutcomes: addTallies(results.map((r) => r.outcomes)),
         stuck: [],
         shapes: shapesOf(ddl, expectedStop),
         ...(plan ? { plan } : {}),
@@ -659,35 +665,13 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
       },
       { inserted: 0, updated: 0, deleted: 0, skippedStale: 0, skippedByTombstone: 0, coalesced: 0 },
     );
-    const transactions = results.reduce((n, r) => n + r.transactions, 0);
     return {
-      mode,
-      engine: o.engine,
-      seed: wl.seed,
-      durationMs: writeMs,
-      startedAt: started,
-      transactions,
-      operations: acked.length,
-      writerRetries: results.reduce((n, r) => n + r.retries, 0),
-      throughput: transactions / (writeMs / 1000),
-      faultsInjected: effects.filter((e) => e.tookEffect).length,
-      faults: effects,
-      replicatorKills: [...retired, replicator].reduce((n, r) => n + r.kills, 0),
-      replicatorStarts: [...retired, replicator].reduce((n, r) => n + r.starts, 0),
-      harnessLoopDelayMs: { max: Math.round(loopDelay.max / 1e6), p99: Math.round(loopDelay.percentile(99) / 1e6) },
+      ...runFacts(writeMs, replicator, sum, finalStatus.lagMs),
       directions,
       converged: converged && state.identical,
-      replication: {
-        applied: sum.inserted + sum.updated + sum.deleted,
-        staleSkipped: sum.skippedStale,
-        skippedByTombstone: sum.skippedByTombstone,
-        conflicts: sum.skippedStale + sum.skippedByTombstone,
-        lagMs: finalStatus.lagMs,
-      },
       state,
       divergedKeys: state.totals.findings,
       expectationMismatches: mismatches,
-      unknownOutcomes: addTallies(results.map((r) => r.outcomes)),
       audit,
       ...(oracle ? { shapes: shapesOf(ddl, undefined) } : {}),
       ...(plan ? { plan } : {}),
