@@ -312,6 +312,19 @@ function toHistory(
       folded.set(id, same);
     }
   }
+  // Every tombstone write of the transaction by folded spelling, whoever's it is: a delete whose own
+  // tombstones are all below the removed row may have been covered by one of another spelling that
+  // a later delete of that spelling also takes (two spellings of one key deleted in one batch, the
+  // sink's tombstone statement leaving the newer; harness --schema-gen 115 and 116).
+  const covering = new Map<string, Array<{ version: bigint }>>();
+  for (const list of tombstones.values()) {
+    for (const t of list) {
+      const id = keyIdOf(t.info.name, foldedKeyText(t.info, t.image));
+      const same = covering.get(id) ?? [];
+      same.push(t);
+      covering.set(id, same);
+    }
+  }
   const remember = (info: TableInfo, image: KeyImage) => {
     const id = keyIdOf(info.name, image.text);
     if (!keys.has(id)) keys.set(id, { info, raw: image.raw });
@@ -333,10 +346,16 @@ function toHistory(
       remember(info, image);
       return w;
     }
-    if (next && version !== undefined) next.used = true;
+    // No tombstone of its own at or above the removed row, but one of another spelling of the key is:
+    // that one removed it (shared, not taken from the delete it belongs to).
+    const shared =
+      !keyChange && version !== undefined && before !== undefined && (next === undefined || next.version < before)
+        ? covering.get(keyIdOf(info.name, foldedKeyText(info, image)))?.find((t) => t.version >= before)
+        : undefined;
+    if (next && version !== undefined && !shared) next.used = true;
     // Every tombstone write of the key in this transaction already belongs to an earlier delete: this
     // one wrote none (capture's lenient lookup gave it the same tombstone's version again).
-    const own = version === undefined || (list !== undefined && next === undefined) ? undefined : (next?.version ?? version);
+    const own = shared ? shared.version : version === undefined || (list !== undefined && next === undefined) ? undefined : (next?.version ?? version);
     const w: KeyWrite = { table: info.name, keyText: image.text, key: image.key, op: 'delete', version: own };
     if (before !== undefined) w.before = before;
     remember(info, image);
