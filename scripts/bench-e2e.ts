@@ -19,8 +19,6 @@
 //                        [--cpu-prof DIR]        (a V8 CPU profile of each replicator drain, this process's main thread:
 //                                                 capture, sink and JS; summarise with scripts/cpu-profile-top.ts)
 import { randomUUID } from 'node:crypto';
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { Session } from 'node:inspector/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { Connection, RowDataPacket } from 'mysql2/promise';
@@ -32,6 +30,7 @@ import { replaceRows, type SqlValue } from '../src/sql/dml.ts';
 import { quoteTable } from '../src/sql/quote.ts';
 import { createDatabaseSql, createMarksSql, createSbtestSql, readMarkSql, writeMarkSql } from '../src/sql/workload.ts';
 import { type RunningServer, startServers } from '../src/servers/index.ts';
+import { profiledInto } from './cpu-profile.ts';
 
 const { values } = parseArgs({
   options: {
@@ -87,22 +86,7 @@ async function writeMark(url: string): Promise<string> {
 /** Profiles `body` into --cpu-prof DIR when given (only the timed drain, not the backlog's writers). */
 async function profiling<T>(name: string, body: () => Promise<T>): Promise<T> {
   const dir = values['cpu-prof'];
-  if (!dir) return body();
-  const session = new Session();
-  session.connect();
-  await session.post('Profiler.enable');
-  await session.post('Profiler.setSamplingInterval', { interval: 200 });
-  await session.post('Profiler.start');
-  try {
-    return await body();
-  } finally {
-    const { profile } = await session.post('Profiler.stop');
-    session.disconnect();
-    mkdirSync(dir, { recursive: true });
-    const file = join(dir, `e2e-${engine}-${name}.cpuprofile`);
-    writeFileSync(file, JSON.stringify(profile));
-    console.log(`  profile: ${file}`);
-  }
+  return profiledInto(dir ? join(dir, `e2e-${engine}-${name}.cpuprofile`) : undefined, body);
 }
 
 /** Polls until `url` holds the mark; returns when it does. */

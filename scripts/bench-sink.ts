@@ -10,8 +10,6 @@
 //   npm run bench:sink -- [--engine mysql|mariadb] [--rows 40000] [--rounds 3] [--batches 1,32,256,1024] [--apply-workers 1]
 // --cpu-prof DIR writes a V8 CPU profile of each timed sink run (only the timed part; summarise
 // one with scripts/cpu-profile-top.ts).
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { Session } from 'node:inspector/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { Connection } from 'mysql2/promise';
@@ -25,6 +23,7 @@ import { quoteIdent } from '../src/sql/quote.ts';
 import { startServers } from '../src/servers/index.ts';
 import { shapesOf } from '../src/writer/apply.ts';
 import { loadTableMeta } from '../src/writer/table-metadata.ts';
+import { profiledInto } from './cpu-profile.ts';
 
 const { values } = parseArgs({
   options: {
@@ -95,23 +94,7 @@ let profiled = 0;
 /** Profiles the timed part of a sink run into --cpu-prof DIR (this process's main thread only). */
 async function profiling<T>(name: string, body: () => Promise<T>): Promise<T> {
   const dir = values['cpu-prof'];
-  if (!dir) return body();
-  const session = new Session();
-  session.connect();
-  await session.post('Profiler.enable');
-  // Finer than the default 1 ms: a run lasts seconds, and most of it waits for the server.
-  await session.post('Profiler.setSamplingInterval', { interval: 200 });
-  await session.post('Profiler.start');
-  try {
-    return await body();
-  } finally {
-    const { profile } = await session.post('Profiler.stop');
-    session.disconnect();
-    mkdirSync(dir, { recursive: true });
-    const file = join(dir, `${String(++profiled).padStart(2, '0')}-${engine}-${name}.cpuprofile`);
-    writeFileSync(file, JSON.stringify(profile));
-    console.log(`  profile: ${file}`);
-  }
+  return profiledInto(dir ? join(dir, `${String(++profiled).padStart(2, '0')}-${engine}-${name}.cpuprofile`) : undefined, body);
 }
 
 async function viaSink(changes: Change[], batch: number, bypass: boolean): Promise<number> {
