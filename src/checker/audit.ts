@@ -302,27 +302,20 @@ function toHistory(
     if (c.op === 'update' && keyImage(info, c.before).text === keyImage(info, c.after!).text) continue;
     deletedSpellings.add(keyIdOf(info.name, keyImage(info, c.before).text));
   }
+  // Every tombstone write of the transaction by folded spelling, whoever's it is (`covering`): a delete
+  // whose own tombstones are all below the removed row may have been covered by one of another
+  // spelling that a later delete of that spelling also takes (two spellings of one key deleted in one
+  // batch, the sink's tombstone statement leaving the newer; harness --schema-gen 115 and 116).
   const folded = new Map<string, Array<{ info: TableInfo; image: KeyImage; version: bigint; used: boolean }>>();
-  for (const [spelling, list] of tombstones) {
-    if (deletedSpellings.has(spelling)) continue;
-    for (const t of list) {
-      const id = keyIdOf(t.info.name, foldedKeyText(t.info, t.image));
-      const same = folded.get(id) ?? [];
-      same.push(t);
-      folded.set(id, same);
-    }
-  }
-  // Every tombstone write of the transaction by folded spelling, whoever's it is: a delete whose own
-  // tombstones are all below the removed row may have been covered by one of another spelling that
-  // a later delete of that spelling also takes (two spellings of one key deleted in one batch, the
-  // sink's tombstone statement leaving the newer; harness --schema-gen 115 and 116).
   const covering = new Map<string, Array<{ version: bigint }>>();
-  for (const list of tombstones.values()) {
+  for (const [spelling, list] of tombstones) {
     for (const t of list) {
       const id = keyIdOf(t.info.name, foldedKeyText(t.info, t.image));
-      const same = covering.get(id) ?? [];
-      same.push(t);
-      covering.set(id, same);
+      if (!covering.has(id)) covering.set(id, []);
+      covering.get(id)!.push(t);
+      if (deletedSpellings.has(spelling)) continue;
+      if (!folded.has(id)) folded.set(id, []);
+      folded.get(id)!.push(t);
     }
   }
   const remember = (info: TableInfo, image: KeyImage) => {

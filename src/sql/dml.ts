@@ -66,6 +66,7 @@ export const ROW_ALIAS = '_lww_new';
 export const INDEX_COLUMN = '_lww_i';
 // Not CAST(? AS UNSIGNED): MySQL types that parameter as a signed BIGINT and clips values above 2^63.
 const UNSIGNED_PLACEHOLDER = 'CAST(? AS DECIMAL(20,0))';
+const SIGNED_PLACEHOLDER = 'CAST(? AS SIGNED)';
 export const VERSION_PLACEHOLDER = UNSIGNED_PLACEHOLDER;
 const SAFE_NAME = /^[A-Za-z0-9_]+$/;
 
@@ -85,7 +86,7 @@ export function keyPlaceholder(col: ColumnType): string {
     case 'int':
     case 'integer':
     case 'bigint':
-      return ct.includes('unsigned') ? UNSIGNED_PLACEHOLDER : 'CAST(? AS SIGNED)';
+      return ct.includes('unsigned') ? UNSIGNED_PLACEHOLDER : SIGNED_PLACEHOLDER;
     case 'decimal':
     case 'numeric': {
       const m = /\((\d+)(?:,(\d+))?\)/.exec(ct);
@@ -361,7 +362,7 @@ export function deleteTombstoned(shape: TableShape, tomb: TombstoneShape, keys: 
  * a DECIMAL(20,0) column shares the unsigned one, and is as exact: numbers have no collation).
  */
 export function isIntegerKey(shape: Pick<TableShape, 'primaryKey' | 'keyPlaceholders'>): boolean {
-  return shape.primaryKey.length === 1 && (shape.keyPlaceholders[0] === 'CAST(? AS SIGNED)' || shape.keyPlaceholders[0] === UNSIGNED_PLACEHOLDER);
+  return shape.primaryKey.length === 1 && (shape.keyPlaceholders[0] === SIGNED_PLACEHOLDER || shape.keyPlaceholders[0] === UNSIGNED_PLACEHOLDER);
 }
 
 /** What a non-LWW sink does: the incoming row replaces whatever is there. */
