@@ -1,19 +1,23 @@
 // Executes one target transaction: the checkpoint advance for every source in the batch first (a
 // capture then knows from the transaction's first row event that a sink wrote it); then per table,
-// tombstones before deletes, guarded deletes, then the LWW upsert (version guard and key assignment
-// decided by the server's key comparison, then — only when it inserted rows — the removal of
-// inserted rows a tombstone covers), rows clashing on a secondary UNIQUE key retried and then
-// replayed in source order; then commit. Counts are returned, never merged here.
+// tombstones before deletes, guarded deletes, then the LWW upsert (the keys' tombstones read and
+// locked first, keys they hold back left out; version guard and key assignment decided by the
+// server's key comparison; then — only when it inserted rows — the removal of inserted rows a
+// tombstone covers), rows clashing on a secondary UNIQUE key retried and then replayed in source
+// order; then commit. Counts are returned, never merged here.
 //
-// Round trips of a batch of one table in the steady state: the checkpoint, the upsert, COMMIT (the
-// transaction starts implicitly: the apply connection runs with autocommit off); plus one when
-// rows were inserted.
+// Round trips of a batch of one table in the steady state: the checkpoint, the tombstone read, the
+// upsert, COMMIT (the transaction starts implicitly: the apply connection runs with autocommit
+// off); plus one when a tombstone holds a key back, and one when rows were inserted.
 //
 // Locking (see README "Why concurrent local writes stay exact"): the sink runs at REPEATABLE READ.
-// A delete writes (and X-locks) the tombstone before it deletes the row. An upsert writes (and
-// X-locks) its rows first, then re-reads the keys' tombstones with a shared lock: a local delete of
-// such a key waits for the sink's row lock, and a tombstone committed before is seen by the
-// locking read whatever the snapshot.
+// A delete writes (and X-locks) the tombstone before it deletes the row. An upsert first reads the
+// keys' tombstones with a shared lock (and the gaps where they are missing): a tombstone committed
+// before is seen whatever the snapshot, and none can be raised for those keys until the sink
+// commits. The insert-then-remove check after the upsert alone (no read before it) let a row older
+// than a local delete's committed tombstone stay inserted, about once in 15 runs of generated seed 4
+// on MySQL 9.7 under load (lww_violation, traced to the removal statement finding nothing while a
+// locking read in the same transaction right after found the tombstone); it stays as a second check.
 import type { Connection, ResultSetHeader, RowDataPacket } from 'mysql2/promise';
 import { OwnershipLostError, UniqueClashError } from '../errors.ts';
 import { TypedJson } from '../model/json.ts';
@@ -335,13 +339,18 @@ async function tombstonedAt(ctx: ApplyContext, meta: TableMeta, keys: readonly K
 }
 
 /**
- * `checked`: the part's tombstones were already read (a foreign key refused the insert-first path:
- * a late older child row whose parent is gone cannot be inserted even for the moment before its
- * own tombstone removes it, so the tombstones are read first and only live rows are written; a
- * live row the foreign key still refuses is a real error and stops the direction).
+ * `checked`: the part's tombstones were already read and locked, and only live rows are left (a
+ * late older child row whose parent is gone is never inserted even for a moment; a live row the
+ * foreign key still refuses is a real error and stops the direction). Unchecked parts are read first.
  */
 async function upsertPart(ctx: ApplyContext, meta: TableMeta, part: KeyPlan[], counts: TableCounters, hasUnique: boolean, checked = false, respelled = false): Promise<KeyPlan[]> {
   const s = shapesOf(meta, ctx.metaSchema);
+  if (!checked) {
+    const held = await tombstonedAt(ctx, meta, part, part.map((k) => k.upsert!.version));
+    counts.skippedByTombstone += held.size;
+    const live = held.size === 0 ? part : part.filter((_, i) => !held.has(i));
+    return live.length === 0 ? [] : upsertPart(ctx, meta, live, counts, hasUnique, true, respelled);
+  }
   try {
     const res = await run(ctx, s.name, lwwUpsert(s.table, part.map((k) => k.upsert!.row), ctx.dialect));
     const o = upsertOutcome(part.length, res.affectedRows, res.info);
@@ -376,7 +385,7 @@ async function upsertPart(ctx: ApplyContext, meta: TableMeta, part: KeyPlan[], c
       for (const one of part) clashed.push(...(await upsertPart(ctx, meta, [one], counts, hasUnique, checked)));
       return clashed;
     }
-    if (checked && isMissingParent(err)) {
+    if (isMissingParent(err)) {
       if (part.length > 1) {
         const clashed: KeyPlan[] = [];
         for (const one of part) clashed.push(...(await upsertPart(ctx, meta, [one], counts, hasUnique, true)));
@@ -386,12 +395,6 @@ async function upsertPart(ctx: ApplyContext, meta: TableMeta, part: KeyPlan[], c
       const nulled = meta.setNullKeys && (await nullDeletedParents(ctx, meta, part[0]!));
       if (nulled) return upsertPart(ctx, meta, [nulled], counts, hasUnique, true);
       throw err;
-    }
-    if (!checked && isMissingParent(err)) {
-      const held = await tombstonedAt(ctx, meta, part, part.map((k) => k.upsert!.version));
-      counts.skippedByTombstone += held.size;
-      const live = part.filter((_, i) => !held.has(i));
-      return live.length === 0 ? [] : upsertPart(ctx, meta, live, counts, hasUnique, true);
     }
     if (!isDupEntry(err)) throw err;
     if (part.length === 1) return part;
