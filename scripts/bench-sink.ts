@@ -176,7 +176,9 @@ async function measureRun(method: Method, batch: number, n: number): Promise<num
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-const k = (x: number) => `${(x / 1000).toFixed(1)}k`;
+// A method left out with --methods prints a dash, not NaN.
+const k = (x: number) => (Number.isNaN(x) ? '—' : `${(x / 1000).toFixed(1)}k`);
+const ratio = (a: number, b: number) => (Number.isNaN(a / b) ? '—' : Number((a / b).toFixed(2)));
 
 try {
   const [[version]] = (await admin.query('SELECT VERSION() AS v')) as unknown as [[{ v: string }]];
@@ -205,13 +207,13 @@ try {
       'LWW stmt rows/s': k(med('upsert')),
       'sink rows/s': k(med('sink')),
       'bypass rows/s': k(med('bypass')),
-      'stmt/REPLACE': Number((med('upsert') / replace).toFixed(2)),
-      'sink/REPLACE': Number((med('sink') / replace).toFixed(2)),
-      'bypass/REPLACE': Number((med('bypass') / replace).toFixed(2)),
-      'sink/bypass': Number((med('sink') / med('bypass')).toFixed(2)),
+      'stmt/REPLACE': ratio(med('upsert'), replace),
+      'sink/REPLACE': ratio(med('sink'), replace),
+      'bypass/REPLACE': ratio(med('bypass'), replace),
+      'sink/bypass': ratio(med('sink'), med('bypass')),
       // Client CPU per change (median): the sink's own JS, mysql2 and this loop; the bare methods show the floor.
-      'sink CPU µs/chg': cpus.has('sink') ? Number(median(cpus.get('sink')!).toFixed(1)) : Number.NaN,
-      'REPLACE CPU µs/chg': cpus.has('replace') ? Number(median(cpus.get('replace')!).toFixed(1)) : Number.NaN,
+      'sink CPU µs/chg': cpus.has('sink') ? Number(median(cpus.get('sink')!).toFixed(1)) : '—',
+      'REPLACE CPU µs/chg': cpus.has('replace') ? Number(median(cpus.get('replace')!).toFixed(1)) : '—',
     });
     console.log(`  batch ${batch}: ${METHODS.map((m) => `${m} [${rates.get(m)!.map(k).join(' ')}]`).join(', ')}`);
     console.log(`  batch ${batch} server PREPARE/EXECUTE per 1,000 changes: ${METHODS.map((m) => `${m} [${statements.get(m)!.join(' ')}]`).join(', ')}`);
