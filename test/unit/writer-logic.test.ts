@@ -7,7 +7,7 @@ import { tombstoneTableName } from '../../src/model/names.ts';
 import type { TableMeta } from '../../src/model/table.ts';
 import { MAX_VERSION, makeVersion, nextVersion, nodeIdOf, parseVersion } from '../../src/model/version.ts';
 import type { Connection } from 'mysql2/promise';
-import { type ApplyContext, run, select, UNPREPARE_ABOVE_VALUES } from '../../src/writer/apply.ts';
+import { type ApplyContext, chunks, LARGE_KEPT, run, select, STATEMENT_ROW_STEP, STEP_FROM_ROWS, UNPREPARE_ABOVE_VALUES } from '../../src/writer/apply.ts';
 import { coalesce, parentsFirst, type TablePlan } from '../../src/writer/coalesce.ts';
 import { prepareTransaction } from '../../src/writer/prepare.ts';
 import { ColumnDefault } from '../../src/sql/dml.ts';
@@ -350,18 +350,51 @@ describe('prepared statements of the apply session', () => {
     return { ctx, closed };
   }
   const values = (n: number) => Array.from({ length: n }, (_, i) => String(i));
-  it('closes a statement binding more than the limit after it ran, and keeps small ones cached', async () => {
+  it('keeps small statements cached and only the most recently used large ones prepared', async () => {
     const { ctx, closed } = session();
     await run(ctx, 'db.t', { sql: 'SMALL', values: values(UNPREPARE_ABOVE_VALUES) });
     await select(ctx, 'db.t', { sql: 'SMALL SELECT', values: values(3) });
-    expect(closed).toEqual([]);
-    await run(ctx, 'db.t', { sql: 'LARGE', values: values(UNPREPARE_ABOVE_VALUES + 1) });
+    await run(ctx, 'db.t', { sql: 'LARGE 0', values: values(UNPREPARE_ABOVE_VALUES + 1) });
     await select(ctx, 'db.t', { sql: 'LARGE SELECT', values: values(2048) });
-    expect(closed).toEqual(['LARGE', 'LARGE SELECT']);
+    for (let i = 1; i < LARGE_KEPT - 1; i++) await run(ctx, 'db.t', { sql: `LARGE ${i}`, values: values(1500) });
+    expect(closed).toEqual([]);
+    // Using LARGE 0 again makes LARGE SELECT the least recently used: it is the one closed next.
+    await run(ctx, 'db.t', { sql: 'LARGE 0', values: values(1500) });
+    await run(ctx, 'db.t', { sql: 'LARGE NEW', values: values(1500) });
+    expect(closed).toEqual(['LARGE SELECT']);
+    await run(ctx, 'db.t', { sql: 'LARGE NEWER', values: values(1500) });
+    expect(closed).toEqual(['LARGE SELECT', 'LARGE 1']);
+  });
+  it('keeps apart the large statements of two connections', async () => {
+    const a = session();
+    const b = session();
+    for (let i = 0; i < LARGE_KEPT; i++) await run(a.ctx, 'db.t', { sql: `LARGE ${i}`, values: values(1500) });
+    await run(b.ctx, 'db.t', { sql: 'LARGE B', values: values(1500) });
+    expect(a.closed).toEqual([]);
+    expect(b.closed).toEqual([]);
   });
   it('closes a large statement that failed too, and still reports the failure', async () => {
     const { ctx, closed } = session(true);
     await expect(run(ctx, 'db.t', { sql: 'LARGE', values: values(1500) })).rejects.toThrow(/db\.t/);
     expect(closed).toEqual(['LARGE']);
+  });
+});
+
+describe('statement parts', () => {
+  const items = (n: number) => Array.from({ length: n }, (_, i) => i);
+  const sizes = (parts: number[][]) => parts.map((p) => p.length);
+  it('cuts a large part at a multiple of the row step so that its text repeats across batches', () => {
+    expect(STATEMENT_ROW_STEP).toBe(16);
+    expect(sizes(chunks(items(1000), 1024))).toEqual([992, 8]);
+    expect(sizes(chunks(items(1010), 1024))).toEqual([1008, 2]);
+    expect(sizes(chunks(items(2100), 1024))).toEqual([1024, 1024, 52]);
+    expect(sizes(chunks(items(500), 256))).toEqual([256, 240, 4]);
+  });
+  it('leaves small parts and exact multiples whole, and keeps every item once in order', () => {
+    expect(sizes(chunks(items(STEP_FROM_ROWS), 1024))).toEqual([STEP_FROM_ROWS]);
+    expect(sizes(chunks(items(7), 1024))).toEqual([7]);
+    expect(sizes(chunks(items(96), 1024))).toEqual([96]);
+    expect(chunks(items(0), 1024)).toEqual([]);
+    expect(chunks(items(1234), 1024).flat()).toEqual(items(1234));
   });
 });
