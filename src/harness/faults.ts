@@ -23,6 +23,7 @@
 // Without a mode, the occurrences of a net term alternate drop, reset, blackhole, and those of a restart
 // term clean, abrupt; the first is always the gentle one (drop, clean). A fault that starts late (a busy
 // event loop) still lasts its full duration from when it took effect; the report shows when that was.
+import { setMaxListeners } from 'node:events';
 import { InvalidOptionsError } from '../errors.ts';
 
 export type FaultKind = 'kill' | 'net' | 'restart' | 'skew' | 'twin';
@@ -251,6 +252,9 @@ export async function runFaults(
 ): Promise<FaultEffect[]> {
   const effects: FaultEffect[] = [];
   const now = () => Date.now() - started;
+  // Every scheduled occurrence waits on the signal at once (a 2-minute seed schedules a dozen); each
+  // listener goes when its time comes, so more than Node's default of 10 is no leak (it warned).
+  if (signal) setMaxListeners(0, signal);
   const at = (ms: number) =>
     new Promise<void>((resolve) => {
       if (signal?.aborted) return resolve();
