@@ -23,7 +23,6 @@
 // Without a mode, the occurrences of a net term alternate drop, reset, blackhole, and those of a restart
 // term clean, abrupt; the first is always the gentle one (drop, clean). A fault that starts late (a busy
 // event loop) still lasts its full duration from when it took effect; the report shows when that was.
-import { setMaxListeners } from 'node:events';
 import { InvalidOptionsError } from '../errors.ts';
 
 export type FaultKind = 'kill' | 'net' | 'restart' | 'skew' | 'twin';
@@ -252,19 +251,25 @@ export async function runFaults(
 ): Promise<FaultEffect[]> {
   const effects: FaultEffect[] = [];
   const now = () => Date.now() - started;
-  // Every scheduled occurrence waits on the signal at once (a 2-minute seed schedules a dozen); each
-  // listener goes when its time comes, so more than Node's default of 10 is no leak (it warned).
-  if (signal) setMaxListeners(0, signal);
+  // One abort listener for the whole schedule (a 2-minute seed waits on a dozen occurrences at
+  // once; a listener each passed Node's limit of 10 and it warned of a leak): it ends every wait.
+  const waiting = new Map<NodeJS.Timeout, () => void>();
+  const abortAll = () => {
+    for (const [timer, resolve] of waiting) {
+      clearTimeout(timer);
+      resolve();
+    }
+    waiting.clear();
+  };
+  signal?.addEventListener('abort', abortAll, { once: true });
   const at = (ms: number) =>
     new Promise<void>((resolve) => {
       if (signal?.aborted) return resolve();
-      const timer = setTimeout(done, Math.max(0, started + ms - Date.now()));
-      function done() {
-        clearTimeout(timer);
-        signal?.removeEventListener('abort', done);
+      const timer = setTimeout(() => {
+        waiting.delete(timer);
         resolve();
-      }
-      signal?.addEventListener('abort', done, { once: true });
+      }, Math.max(0, started + ms - Date.now()));
+      waiting.set(timer, resolve);
     });
   const tasks: Array<Promise<void>> = [];
   for (const f of faults) {
@@ -362,5 +367,6 @@ export async function runFaults(
     }
   }
   await Promise.all(tasks);
+  signal?.removeEventListener('abort', abortAll);
   return effects.sort((a, b) => a.atMs - b.atMs);
 }

@@ -65,7 +65,7 @@ export const UNPREPARE_ABOVE_VALUES = 1000;
 /** Enough for the steady state of a busy table (tombstone read, upsert, tombstone check) and a second table. */
 export const LARGE_KEPT = 8;
 /**
- * Parts longer than this are cut at a multiple of it (and a rest shorter than it): a statement's text
+ * Parts longer than STEP_FROM_ROWS are cut at a multiple of this (and a rest shorter than it): a statement's text
  * depends on its row count, and preparing a 1,000-row upsert costs a quarter to a third of running it
  * (5–7 ms, measured on both engines). Batches of a few rows more or less then share the large
  * statement's text and it stays prepared; only the short rest is prepared anew.
@@ -262,14 +262,23 @@ function releaseLarge(ctx: ApplyContext, stmt: Statement, ok: boolean): void {
     kept = new Set();
     largeKept.set(ctx.conn, kept);
   }
+  // A Set keeps insertion order: re-adding moves the statement to the most recent end.
   kept.delete(stmt.sql);
-  if (ok) kept.add(stmt.sql);
-  const close = ok ? (kept.size > LARGE_KEPT ? kept.values().next().value : undefined) : stmt.sql;
-  if (close === undefined) return;
-  kept.delete(close);
+  if (!ok) {
+    unprepare(ctx, stmt.sql);
+    return;
+  }
+  kept.add(stmt.sql);
+  if (kept.size <= LARGE_KEPT) return;
+  const oldest = kept.values().next().value!;
+  kept.delete(oldest);
+  unprepare(ctx, oldest);
+}
+
+function unprepare(ctx: ApplyContext, sql: string): void {
   try {
     // The same cache key as execute's (no nestTables/rowsAsArray); close needs no reply.
-    ctx.conn.unprepare(close);
+    ctx.conn.unprepare(sql);
   } catch {
     // A connection already lost has nothing left to close.
   }
