@@ -475,8 +475,10 @@ export async function startGenericOracle(url: string, schema: string, tables: re
  * arrived) or the sink (where the row arrived after the delete, logged) cleared them. The writers'
  * per-key state cannot know that; the state check still compares the nodes.
  */
-export function clearedBySetNull(table: OracleTable | undefined, m: GenericMismatch): boolean {
-  if (!table || table.setNullColumns.length === 0 || !m.actual || m.expected.row === null || m.actual.version !== m.expected.version) return false;
+export function clearedBySetNull(table: OracleTable | undefined, m: GenericMismatch, followedUp = false): boolean {
+  if (!table || table.setNullColumns.length === 0 || !m.actual || m.expected.row === null) return false;
+  // Another version only where a node cleared the row as its own write (a follow-up, logged at the written version), newer.
+  if (m.actual.version !== m.expected.version && !(followedUp && m.expected.version !== 'none' && BigInt(m.actual.version) > BigInt(m.expected.version))) return false;
   const want = m.expected.row.split(TERM_SEPARATOR);
   const got = m.actual.row.split(TERM_SEPARATOR);
   // A term holding the separator itself splits differently: not judged, the mismatch stands.
@@ -505,7 +507,24 @@ export interface SinkRemovalEvidence {
 export function removedBySink(m: GenericMismatch, ev: SinkRemovalEvidence): boolean {
   if (m.actual !== null || m.expected.row === null || m.expected.version === 'none') return false;
   if (ev.reasons.some((r) => r.startsWith('unique key clash: removed'))) return true;
+  // Deleted as a node's own write (a follow-up of a parent delete, logged at the written version on that node): a newer tombstone.
+  if (ev.reasons.some((r) => r.startsWith(FOLLOW_UP_CASCADE)) && ev.tombstoneVersion !== undefined && ev.tombstoneVersion > BigInt(m.expected.version)) return true;
   return ev.reasons.some((r) => r.startsWith('foreign key cascade')) && ev.tombstoneVersion === BigInt(m.expected.version);
+}
+
+/** How the sink logs the foreign-key follow-ups it runs as its node's own writes (writer/foreign-keys.ts). */
+const FOLLOW_UP_CASCADE = 'foreign key cascade: removed by this node as its own delete';
+const FOLLOW_UP_SET_NULL = /^foreign key set null: .* cleared by this node as its own update/;
+
+/** The follow-ups any node's sink logged for a table's rows at a version (they replicate as plain writes: the other nodes log nothing). */
+async function followUpReasons(conns: readonly Connection[], metaSchema: string, schema: string, table: string, version: string): Promise<string[]> {
+  if (version === 'none') return [];
+  const out: string[] = [];
+  for (const c of conns) {
+    const [rows] = await c.query<RowDataPacket[]>(sinkRemovalReasonsSql(metaSchema, true), [schema, table, version]);
+    out.push(...rows.map((r) => String(r.reason)).filter((r) => r.startsWith(FOLLOW_UP_CASCADE) || FOLLOW_UP_SET_NULL.test(r)));
+  }
+  return out;
 }
 
 async function sinkRemovalEvidence(conn: Connection, metaSchema: string, schema: string, table: OracleTable, id: string, version: string, versionColumn: string): Promise<SinkRemovalEvidence> {
@@ -560,8 +579,13 @@ export async function genericMismatches(
     for (const m of compareGeneric(names[i]!, await readOracleState(c, schema, start.oracle, versionColumn), expected)) {
       const table = m.key.slice(0, m.key.indexOf('/'));
       const t = start.oracle.get(table);
-      if (m.actual === null && t && removedBySink(m, await sinkRemovalEvidence(c, start.metaSchema, schema, t, m.key.slice(table.length + 1), m.expected.version, versionColumn))) continue;
-      if (clearedBySetNull(start.oracle.get(table), m)) continue;
+      if (m.actual === null && t) {
+        const ev = await sinkRemovalEvidence(c, start.metaSchema, schema, t, m.key.slice(table.length + 1), m.expected.version, versionColumn);
+        const followUps = await followUpReasons(conns, start.metaSchema, schema, table, m.expected.version);
+        if (removedBySink(m, { ...ev, reasons: [...ev.reasons, ...followUps] })) continue;
+      }
+      if (clearedBySetNull(t, m)) continue;
+      if (m.actual !== null && m.actual.version !== m.expected.version && clearedBySetNull(t, m, (await followUpReasons(conns, start.metaSchema, schema, table, m.expected.version)).some((r) => FOLLOW_UP_SET_NULL.test(r)))) continue;
       out.push(m);
     }
   }

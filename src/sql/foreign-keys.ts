@@ -193,3 +193,23 @@ export function tombstoneCascadedChildren(parent: TableShape, child: CascadeChil
     values: s.values,
   };
 }
+
+/**
+ * One child row by its key, only while it holds `version`: read it, delete it, or clear the
+ * foreign key's columns (the sink's follow-ups of a replicated parent delete, writer/foreign-keys.ts).
+ * Key values as the server returned them, bound through the child's typed key placeholders.
+ */
+export function childAtVersion(
+  child: CascadeChildShape & { keyPlaceholders: readonly string[] },
+  key: readonly SqlValue[],
+  version: bigint,
+  how: 'read' | 'delete' | 'null',
+): Statement {
+  if (key.length !== child.primaryKey.length) throw new Error(`a key has ${key.length} values, the table's primary key ${child.primaryKey.length}`);
+  const c = quoteTable(child.schema, child.table);
+  const where = [...child.primaryKey.map((k, i) => `${c}.${quoteIdent(k)} = ${child.keyPlaceholders[i]}`), `${c}.${quoteIdent(child.versionColumn)} = ${VERSION_PLACEHOLDER}`].join(' AND ');
+  const values: BoundValue[] = [...key.map(keyValue), version.toString()];
+  if (how === 'read') return { sql: `SELECT 1 AS ${quoteIdent('found')} FROM ${c} WHERE ${where}`, values };
+  if (how === 'delete') return { sql: `DELETE FROM ${c} WHERE ${where}`, values };
+  return { sql: `UPDATE ${c} SET ${child.columns.map((x) => `${quoteIdent(x.child)} = NULL`).join(', ')} WHERE ${where}`, values };
+}

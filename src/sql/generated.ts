@@ -144,12 +144,12 @@ export function oracleTombstonesSql(metaSchema: string, tombstoneTable: string, 
 
 /**
  * The sink's removals the conflict log names for a table's rows at a version (UNIQUE clash, foreign
- * key cascade): their reasons. Bound: schema, table, version.
+ * key cascade; `withSetNull`: also the references it cleared): their reasons. Bound: schema, table, version.
  */
-export function sinkRemovalReasonsSql(metaSchema: string): string {
+export function sinkRemovalReasonsSql(metaSchema: string, withSetNull = false): string {
   return (
     `SELECT reason FROM ${quoteTable(metaSchema, 'conflicts')} WHERE schema_name = ? AND table_name = ? AND version = CAST(? AS DECIMAL(20,0))` +
-    " AND (reason LIKE 'unique key clash: removed%' OR reason LIKE 'foreign key cascade%')"
+    ` AND (reason LIKE 'unique key clash: removed%' OR reason LIKE 'foreign key cascade%'${withSetNull ? " OR reason LIKE 'foreign key set null%'" : ''})`
   );
 }
 

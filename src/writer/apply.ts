@@ -25,6 +25,7 @@ import { tombstoneTableName } from '../model/names.ts';
 import type { TableMeta } from '../model/table.ts';
 import { advanceCheckpointSql, readCheckpointSql } from '../sql/checkpoint.ts';
 import type { Dialect } from '../sql/dialect.ts';
+import { enterApplySessionSql } from '../sql/install.ts';
 import {
   ColumnDefault,
   deleteHolders,
@@ -49,7 +50,17 @@ import {
 } from '../sql/dml.ts';
 import { recordReleases, settleClaims, withoutClaimLosers } from './claims.ts';
 import type { KeyPlan, PlannedUpsert, TablePlan } from './coalesce.ts';
-import { dropChildOfDeletedParent, type ForeignKeyIo, respellReferencedKeys, rowsToDelete, tombstoneChildrenOfClashLosers } from './foreign-keys.ts';
+import {
+  applyForeignKeyFollowUps,
+  dropChildOfDeletedParent,
+  type ForeignKeyFollowUp,
+  ForeignKeyFollowUpNeeded,
+  type ForeignKeyIo,
+  followUpsStillDue,
+  respellReferencedKeys,
+  rowsToDelete,
+  tombstoneChildrenOfClashLosers,
+} from './foreign-keys.ts';
 import { emptyCounters, type TableCounters, upsertOutcome } from './stats.ts';
 import type { SqlValue } from './values.ts';
 
@@ -107,6 +118,14 @@ export interface ApplyContext {
   commitSent?: () => void;
   /** Told when a statement starts (what it is); the function it returns when it ended (ok: completed). The progress watchdog's view. */
   track?: (what: string) => (ok: boolean) => void;
+  /**
+   * A replicated parent delete that meets children the deleting node did not know stops the batch
+   * with ForeignKeyFollowUpNeeded (foreign-keys.ts): the caller runs runForeignKeyFollowUps and the
+   * batch again. Off: those children get the server's action (and a tombstone at their own version).
+   */
+  foreignKeyFollowUps?: boolean;
+  /** This attempt's SET NULL children of deleted parents, checked before COMMIT (set by applyBatch). */
+  followUpWatch?: ForeignKeyFollowUp[];
 }
 
 export interface BatchOutcome {
@@ -314,7 +333,36 @@ export function foreignKeyIo(ctx: ApplyContext): ForeignKeyIo {
     select: (table, stmt) => select(ctx, table, stmt),
     logConflict: (table, c) => logConflict(ctx, table, c),
     discard: () => ctx.conn.destroy(),
+    ...(ctx.followUpWatch ? { followUps: ctx.followUpWatch } : {}),
   };
+}
+
+/**
+ * Runs a batch's foreign-key follow-ups (ForeignKeyFollowUpNeeded) on the apply connection, after
+ * the batch rolled back: one local transaction outside apply mode, so the triggers stamp it. When
+ * apply mode cannot be entered again the connection is destroyed (its writes would be stamped).
+ */
+export async function runForeignKeyFollowUps(ctx: ApplyContext, followUps: readonly ForeignKeyFollowUp[], sourceId: string): Promise<number> {
+  return applyForeignKeyFollowUps(
+    foreignKeyIo({ ...ctx, followUpWatch: undefined }),
+    async () => {
+      await ctx.conn.query('SET @lww_apply = NULL');
+    },
+    async () => {
+      await ctx.conn.query(enterApplySessionSql(ctx.metaSchema)).catch((err: unknown) => {
+        ctx.conn.destroy();
+        throw err;
+      });
+    },
+    async () => {
+      await ctx.conn.query('COMMIT');
+    },
+    async () => {
+      await ctx.conn.query('ROLLBACK');
+    },
+    followUps,
+    sourceId,
+  );
 }
 
 /** Appends a conflict-log row: the named columns of a row (binary as base64) and the version it concerns. */
@@ -719,6 +767,7 @@ async function applyTableBypass(ctx: ApplyContext, plan: TablePlan, counts: Tabl
 /** Applies a coalesced batch and advances checkpoints in one transaction. */
 export async function applyBatch(ctx: ApplyContext, plans: TablePlan[], advances: CheckpointAdvance[]): Promise<BatchOutcome> {
   const tables = new Map<string, TableCounters>();
+  ctx.followUpWatch = ctx.foreignKeyFollowUps && !ctx.bypass ? [] : undefined;
   if (!ctx.implicitBegin) await ctx.conn.query('BEGIN');
   try {
     // The checkpoint first: a capture reading this transaction from the binlog knows from its first
@@ -751,6 +800,11 @@ export async function applyBatch(ctx: ApplyContext, plans: TablePlan[], advances
       const sourceIds = [...new Set(advances.map((a) => a.sourceId))].join(',');
       for (const plan of [...plans].reverse()) await applyDeletesLww(ctx, plan, countsOf(plan), sourceIds);
       for (const plan of plans) await applyUpsertsLww(ctx, plan, countsOf(plan));
+    }
+    if (ctx.followUpWatch && ctx.followUpWatch.length > 0) {
+      // SET NULL children the server cleared with no version of their own, which nothing in the batch wrote newer since.
+      const due = await followUpsStillDue(foreignKeyIo(ctx), ctx.followUpWatch);
+      if (due.length > 0) throw new ForeignKeyFollowUpNeeded(due);
     }
     ctx.beforeCommit?.();
     const end = ctx.track?.('COMMIT');

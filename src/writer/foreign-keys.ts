@@ -14,9 +14,18 @@
 //   row, with a tombstone at the child write's own version (a replay of it is refused, a later write
 //   of the key lands), logged in the conflict log (`foreign key cascade: …`, which the history audit
 //   reads) and counted (`foreignKeyCascades`).
+// - A replicated parent delete that meets child rows the deleting node did not know (written here
+//   concurrently): the server's own ON DELETE action would change them with no version of their
+//   own, and a node where the parent was written again before the child's write arrived would keep
+//   it unchanged — one version, two states (generated seeds 101, 107, 109, 117). So the sink takes
+//   that action itself first, as this node's own write (ForeignKeyFollowUpNeeded): the batch rolls
+//   back, the children are deleted (CASCADE) or their references cleared (SET NULL) in a local
+//   transaction the triggers stamp, which replicates like any local write and wins over the child's
+//   write everywhere, and the batch runs again. Crash-safe: the local write commits first.
 import type { ResultSetHeader, RowDataPacket } from 'mysql2/promise';
 import { tombstoneTableName } from '../model/names.ts';
 import type { TableMeta } from '../model/table.ts';
+import { COLUMNS_SQL } from '../sql/introspect.ts';
 import type { Dialect } from '../sql/dialect.ts';
 import { ColumnDefault, guardedDelete, keyPlaceholder, rowExists, type SqlValue, type Statement, type TableShape, type TombstoneShape, type UniqueValues, upsertTombstones } from '../sql/dml.ts';
 import {
@@ -25,6 +34,7 @@ import {
   countRespellable,
   FOREIGN_KEY_CHECKS_OFF_SQL,
   FOREIGN_KEYS_BY_DELETE_RULE_SQL,
+  childAtVersion,
   lockCascadedChildren,
   PRIMARY_KEY_COLUMNS_SQL,
   REFERENCING_FOREIGN_KEYS_SQL,
@@ -56,12 +66,41 @@ export interface ForeignKeyIo {
   logConflict(table: { schema: string; table: string }, c: ConflictEntry): Promise<void>;
   /** The connection must not be used again (a session setting could not be put back). */
   discard(): void;
+  /** Set: children of parents this batch deletes are collected as follow-ups (rowsToDelete), not left to the server's action. */
+  followUps?: ForeignKeyFollowUp[];
 }
 
 const ROWS_PER_STATEMENT = 500;
 
 interface CascadeChild extends CascadeChildShape {
   tombstoneTable: string;
+  /** Typed placeholders of the child's primary-key columns (dml.ts keyPlaceholder). */
+  keyPlaceholders: string[];
+  /** The foreign key's name. */
+  name: string;
+}
+
+/** A child row that a replicated parent delete would change, found before the delete: what this node does of it as its own write. */
+export interface ForeignKeyFollowUp {
+  action: 'CASCADE' | 'SET NULL';
+  child: CascadeChild;
+  /** The parent table (schema.table). */
+  parent: string;
+  /** The child's key values, as the server returned them. */
+  key: SqlValue[];
+  /** The child's version when it was found: the follow-up changes the row only while it still holds it. */
+  version: bigint;
+}
+
+/**
+ * A batch's parent delete meets child rows the deleting node did not know: the batch is rolled back,
+ * the follow-ups run as this node's own (stamped) writes (applyForeignKeyFollowUps), and the batch
+ * runs again. Not a failure: the worker does not count it as an attempt.
+ */
+export class ForeignKeyFollowUpNeeded extends Error {
+  constructor(readonly followUps: ForeignKeyFollowUp[]) {
+    super(`${followUps.length} child row(s) of a replicated parent delete need this node's own foreign-key action first`);
+  }
 }
 
 interface ParentForeignKeys {
@@ -71,6 +110,8 @@ interface ParentForeignKeys {
   updateActs: boolean;
   /** Installed tables whose rows go with a deleted row of this one (ON DELETE CASCADE). */
   cascadeChildren: CascadeChild[];
+  /** Installed tables whose references to a deleted row of this one are cleared (ON DELETE SET NULL). */
+  setNullChildren: CascadeChild[];
   /** Some foreign key's ON DELETE action changes the children (CASCADE, SET NULL). */
   deleteActs: boolean;
 }
@@ -123,8 +164,9 @@ async function loadParentForeignKeys(io: ForeignKeyIo, meta: TableMeta): Promise
       ? { columns, placeholders: metas.map((m) => keyPlaceholder(m!)), index }
       : undefined;
   const cascadeChildren: CascadeChild[] = [];
-  for (const fk of fks) {
-    if (fk.deleteRule !== 'CASCADE' || (fk.childSchema === meta.schema && fk.childTable === meta.table)) continue;
+  const setNullChildren: CascadeChild[] = [];
+  for (const [id, fk] of byKey) {
+    if ((fk.deleteRule !== 'CASCADE' && fk.deleteRule !== 'SET NULL') || (fk.childSchema === meta.schema && fk.childTable === meta.table)) continue;
     // Installed: the child has the version column and its tombstone table exists.
     const tombstoneTable = tombstoneTableName(fk.childSchema, fk.childTable);
     const [hasVersion, hasTomb] = await Promise.all([
@@ -133,11 +175,18 @@ async function loadParentForeignKeys(io: ForeignKeyIo, meta: TableMeta): Promise
     ]);
     if (hasVersion.length === 0 || hasTomb.length === 0) continue;
     const pk = await io.select(name(meta), { sql: PRIMARY_KEY_COLUMNS_SQL, values: [fk.childSchema, fk.childTable] });
-    cascadeChildren.push({ schema: fk.childSchema, table: fk.childTable, primaryKey: pk.map((r) => String(r.columnName)), versionColumn: meta.versionColumn, columns: fk.columns, tombstoneTable });
+    const primaryKey = pk.map((r) => String(r.columnName));
+    const childColumns = await io.select(name(meta), { sql: COLUMNS_SQL, values: [fk.childSchema, fk.childTable] });
+    const keyPlaceholders = primaryKey.map((k) => {
+      const c = childColumns.find((r) => String(r.name) === k)!;
+      return keyPlaceholder({ dataType: String(c.dataType), columnType: String(c.columnType), charset: c.charset === null ? null : String(c.charset), collation: c.collation === null ? null : String(c.collation) });
+    });
+    const child: CascadeChild = { schema: fk.childSchema, table: fk.childTable, primaryKey, versionColumn: meta.versionColumn, columns: fk.columns, tombstoneTable, keyPlaceholders, name: id.split('\u0000')[2]! };
+    (fk.deleteRule === 'CASCADE' ? cascadeChildren : setNullChildren).push(child);
   }
   const updateActs = fks.some((fk) => fk.updateRule !== 'RESTRICT' && fk.updateRule !== 'NO ACTION');
   const deleteActs = fks.some((fk) => fk.deleteRule === 'CASCADE' || fk.deleteRule === 'SET NULL');
-  return { ...(referenced ? { referenced } : {}), updateActs, cascadeChildren, deleteActs };
+  return { ...(referenced ? { referenced } : {}), updateActs, cascadeChildren, setNullChildren, deleteActs };
 }
 
 function parentForeignKeys(io: ForeignKeyIo, meta: TableMeta): Promise<ParentForeignKeys> {
@@ -289,7 +338,17 @@ export async function rowsToDelete(io: ForeignKeyIo, meta: TableMeta, keys: read
     doomed = doomed.filter((_, i) => !respelt.has(i));
   }
   const rows = doomed.map((k) => [...k.key, k.deleteVersion!.toString()]);
-  if (rows.length > 0) await tombstoneCascadedChildren(io, meta, fks.cascadeChildren, rows, sourceId, counts, 'deleted on another node');
+  if (rows.length === 0) return rows;
+  if (io.followUps) {
+    // Children still here were written concurrently (see above): this node's own action first.
+    const cascaded = await childrenOf(io, meta, fks.cascadeChildren, rows, 'CASCADE');
+    if (cascaded.length > 0) throw new ForeignKeyFollowUpNeeded(cascaded);
+    // SET NULL: the children the deleting node cleared come later in this batch, newer (its trigger's
+    // stamped updates); what is still at the version found here when the batch ends was not (apply.ts).
+    io.followUps.push(...(await childrenOf(io, meta, fks.setNullChildren, rows, 'SET NULL')));
+    return rows;
+  }
+  await tombstoneCascadedChildren(io, meta, fks.cascadeChildren, rows, sourceId, counts, 'deleted on another node');
   return rows;
 }
 
@@ -337,4 +396,63 @@ async function tombstoneCascadedChildren(
       }
     }
   }
+}
+
+/** The child rows the guarded delete of these parent rows would change (locking read), as follow-ups. */
+async function childrenOf(io: ForeignKeyIo, meta: TableMeta, children: readonly CascadeChild[], rows: readonly SqlValue[][], action: ForeignKeyFollowUp['action']): Promise<ForeignKeyFollowUp[]> {
+  const shape = shapeOf(meta);
+  const out: ForeignKeyFollowUp[] = [];
+  for (const child of children) {
+    for (const part of chunks(rows, ROWS_PER_STATEMENT)) {
+      for (const r of await io.select(`${child.schema}.${child.table}`, lockCascadedChildren(shape, child, part))) {
+        out.push({ action, child, parent: name(meta), key: child.primaryKey.map((k) => r[k] as SqlValue), version: BigInt(String(r._lww_v)) });
+      }
+    }
+  }
+  return out;
+}
+
+/** Of these SET NULL follow-ups, the ones whose rows still hold the version they were found at (the foreign key's action left them so). */
+export async function followUpsStillDue(io: ForeignKeyIo, followUps: readonly ForeignKeyFollowUp[]): Promise<ForeignKeyFollowUp[]> {
+  const due: ForeignKeyFollowUp[] = [];
+  for (const f of followUps) {
+    const found = await io.select(`${f.child.schema}.${f.child.table}`, childAtVersion(f.child, f.key, f.version, 'read'));
+    if (found.length > 0) due.push(f);
+  }
+  return due;
+}
+
+/**
+ * Runs follow-ups as this node's own writes (ForeignKeyFollowUpNeeded): on the apply connection
+ * outside apply mode, so the child's triggers stamp each change with a new version of this node
+ * and the transaction replicates as a local one; each row only while it still holds the version it
+ * was found at. Logged in the conflict log at that version. Returns how many rows changed.
+ */
+export async function applyForeignKeyFollowUps(io: ForeignKeyIo, leaveApplyMode: () => Promise<void>, enterApplyMode: () => Promise<void>, commit: () => Promise<void>, rollback: () => Promise<void>, followUps: readonly ForeignKeyFollowUp[], sourceId: string): Promise<number> {
+  let changed = 0;
+  await leaveApplyMode();
+  try {
+    for (const f of followUps) {
+      const res = await io.run(`${f.child.schema}.${f.child.table}`, childAtVersion(f.child, f.key, f.version, f.action === 'CASCADE' ? 'delete' : 'null'));
+      if (res.affectedRows === 0) continue;
+      changed += res.affectedRows;
+      await io.logConflict(f.child, {
+        sourceId,
+        reason:
+          f.action === 'CASCADE'
+            ? `foreign key cascade: removed by this node as its own delete before the delete of its parent ${f.parent} (${f.child.name}) from another node, which did not know the row`
+            : `foreign key set null: ${f.child.name} (${f.child.columns.map((c) => c.child).join(', ')}) cleared by this node as its own update before the delete of its parent ${f.parent} from another node, which did not know the row`,
+        version: f.version,
+        columns: f.child.primaryKey,
+        value: (_c, i) => f.key[i],
+      });
+    }
+    await commit();
+  } catch (err) {
+    await rollback().catch(() => undefined);
+    throw err;
+  } finally {
+    await enterApplyMode();
+  }
+  return changed;
 }

@@ -16,8 +16,9 @@ import { backoffDelay, isConnectionLost, isRetryable, serverMessage, sleep } fro
 import { ApplyError, OwnershipLostError, SinkClosedError } from '../errors.ts';
 import type { Logger } from '../log/logger.ts';
 import type { Dialect } from '../sql/dialect.ts';
-import { applyBatch, type BatchOutcome, type CheckpointAdvance, StatementError } from './apply.ts';
+import { type ApplyContext, applyBatch, type BatchOutcome, type CheckpointAdvance, runForeignKeyFollowUps, StatementError } from './apply.ts';
 import { coalesce } from './coalesce.ts';
+import { type ForeignKeyFollowUp, ForeignKeyFollowUpNeeded } from './foreign-keys.ts';
 import { splitOps } from './partition-keys.ts';
 import type { KeyOp } from './prepare.ts';
 
@@ -105,6 +106,9 @@ function redact(message: string): string {
   return message.replace(/'(?:[^'\\]|\\.|'')*'/g, "'?'");
 }
 
+/** Rounds of foreign-key follow-ups one batch may take before its parent deletes get the server's action instead. */
+const MAX_FOLLOW_UP_ROUNDS = 4;
+
 class ApplyWorker {
   private conn: Connection | null = null;
   /** Per source: when this worker last committed its checkpoint row, and to which apply_seq. */
@@ -122,6 +126,9 @@ class ApplyWorker {
     const commit: WorkerCommit = { worker: this.index, advances, rows: ops.length };
     const { beforeCommit, commitSent, afterCommit } = ctx.hooks ?? {};
     const progress = this.o.progress;
+    // Foreign-key follow-ups (apply.ts runForeignKeyFollowUps) to run before the next attempt, and how many rounds ran.
+    let followUps: ForeignKeyFollowUp[] | undefined;
+    let followUpRounds = 0;
     for (let attempt = 1; ; attempt++) {
       // After abort() nothing commits: no new attempt, no reconnect.
       if (this.o.signal.aborted) throw new SinkClosedError();
@@ -133,22 +140,31 @@ class ApplyWorker {
           });
           this.conn = conn;
         }
-        const outcome = await applyBatch(
-          {
-            conn: this.conn,
-            dialect: ctx.dialect,
-            metaSchema: this.o.metaSchema,
-            bypass: ctx.bypass,
-            queryTimeoutMs: this.o.queryTimeoutMs,
-            implicitBegin: true,
-            maxPacketBytes: ctx.maxPacketBytes,
-            ...(beforeCommit ? { beforeCommit: () => beforeCommit(commit) } : {}),
-            ...(commitSent ? { commitSent: () => commitSent(commit) } : {}),
-            ...(progress ? { track: trackAttempt(progress, this.index, this.conn.threadId ?? undefined, ops.length) } : {}),
-          },
-          plans,
-          advances,
-        );
+        const applyCtx: ApplyContext = {
+          conn: this.conn,
+          dialect: ctx.dialect,
+          metaSchema: this.o.metaSchema,
+          bypass: ctx.bypass,
+          queryTimeoutMs: this.o.queryTimeoutMs,
+          implicitBegin: true,
+          maxPacketBytes: ctx.maxPacketBytes,
+          // Children keep appearing (an application adding them as fast): the server's action, as before, after a few rounds.
+          foreignKeyFollowUps: followUpRounds < MAX_FOLLOW_UP_ROUNDS,
+          ...(beforeCommit ? { beforeCommit: () => beforeCommit(commit) } : {}),
+          ...(commitSent ? { commitSent: () => commitSent(commit) } : {}),
+          ...(progress ? { track: trackAttempt(progress, this.index, this.conn.threadId ?? undefined, ops.length) } : {}),
+        };
+        if (followUps) {
+          const changed = await runForeignKeyFollowUps(applyCtx, followUps, [...new Set(advances.map((a) => a.sourceId))].join(','));
+          this.o.logger.info('foreign-key follow-up: child rows of a replicated parent delete changed as this node’s own writes', {
+            worker: this.index,
+            found: followUps.length,
+            changed,
+            tables: [...new Set(followUps.map((f) => `${f.child.schema}.${f.child.table}`))],
+          });
+          followUps = undefined;
+        }
+        const outcome = await applyBatch(applyCtx, plans, advances);
         progress?.attempts.delete(this.index);
         afterCommit?.(commit);
         const now = Date.now();
@@ -156,6 +172,13 @@ class ApplyWorker {
         return outcome;
       } catch (err) {
         progress?.attempts.delete(this.index);
+        if (err instanceof ForeignKeyFollowUpNeeded) {
+          // Not a failure: the follow-ups run, then the batch again (the same attempt).
+          followUps = err.followUps;
+          followUpRounds++;
+          attempt--;
+          continue;
+        }
         if (err instanceof OwnershipLostError) throw err;
         const cause = err instanceof StatementError ? err.cause : err;
         if (isConnectionLost(cause) && this.conn) {

@@ -77,6 +77,54 @@ function setNullAcrossNodes(ctx: EngineContext): void {
     expect(report.foreignKeySetNull).toBe(1);
     for (const c of conns) await c.end();
   });
+
+  // The deleting node writes the parent again before the child's write reaches it, and the delete and
+  // the new write reach the child's node in two batches (harness --schema-gen 107, 117 on MySQL).
+  // Before: the child's node cleared the reference by the server's action, with no version of its
+  // own, while the deleting node kept the child's write with its reference: one version, two states.
+  for (const order of ['written again after the child', 'written again before the child']) {
+    it(`a parent deleted on one node and ${order} on it, while the other points a child at it: the reference is cleared on both, as the child's node's own write`, async () => {
+      const db = order.includes('after') ? 'fknull3' : 'fknull4';
+      const conns = await setupNodes(urls(ctx), db, DDL, ['p', 'c']);
+      const [a, b] = conns as [Connection, Connection];
+      let rep = await startReplicator(urls(ctx));
+      await a.query(`INSERT INTO ${db}.p (id, name) VALUES (1, 'parent')`);
+      await a.query(`INSERT INTO ${db}.c (id, pid, note) VALUES (10, NULL, 'child')`);
+      await converged(conns, db, 'c');
+      await rep.stop();
+      const from = await binlogHeads(urls(ctx));
+      await a.query(`DELETE FROM ${db}.p WHERE id = 1`);
+      await pause();
+      if (order.includes('before')) await a.query(`INSERT INTO ${db}.p (id, name) VALUES (1, 'again')`);
+      await pause();
+      await b.query(`UPDATE ${db}.c SET pid = 1, note = 'adopted' WHERE id = 10`);
+      await pause();
+      if (order.includes('after')) await a.query(`INSERT INTO ${db}.p (id, name) VALUES (1, 'again')`);
+      const [[written]] = await b.query<RowDataPacket[]>(`SELECT CAST(_lww_ts AS CHAR) AS v FROM ${db}.c WHERE id = 10`);
+      // One source transaction per batch: the delete and the new write reach B apart.
+      rep = await startReplicator(urls(ctx), { sink: { batch: { maxRows: 1, maxDelayMs: 5 } }, applyWorkers: 1 });
+      try {
+        await converged(conns, db, 'p');
+        await converged(conns, db, 'c');
+        expect((await rep.status()).directions.map((d) => d.state)).toEqual(['streaming', 'streaming']);
+        for (const c of conns) {
+          expect(await textRows(c, `SELECT id, name FROM ${db}.p`)).toEqual(['1|again']);
+          expect(await textRows(c, `SELECT id, COALESCE(pid, "null"), note FROM ${db}.c`)).toEqual(['10|null|adopted']);
+          const [[row]] = await c.query<RowDataPacket[]>(`SELECT CAST(_lww_ts AS CHAR) AS v FROM ${db}.c WHERE id = 10`);
+          // B's own write, stamped above the child's write it cleared.
+          expect(BigInt(row!.v as string)).toBeGreaterThan(BigInt(written!.v as string));
+          expect(Number(BigInt(row!.v as string) & 1023n)).toBe(Number(BigInt(written!.v as string) & 1023n));
+        }
+        const [logged] = await b.query<RowDataPacket[]>(`SELECT reason FROM lww_meta.conflicts WHERE table_name = 'c' AND schema_name = '${db}'`);
+        expect(logged.map((r) => String(r.reason))).toEqual([expect.stringMatching(/^foreign key set null: .* cleared by this node as its own update before the delete of its parent/)]);
+      } finally {
+        await rep.stop();
+      }
+      const report = await auditHistory({ nodes: urls(ctx), from, tables: [`${db}.p`, `${db}.c`] });
+      expectCleanAudit(report);
+      for (const c of conns) await c.end();
+    });
+  }
 }
 
 // A parent key under a case-insensitive collation, written in other letters on two nodes: LWW
@@ -130,7 +178,7 @@ function cascadeAcrossNodes(ctx: EngineContext): void {
   ];
   const tombstones = (c: Connection, db: string) => textRows(c, `SELECT t.id, CAST(t._lww_ts AS CHAR) FROM lww_meta.${'`'}tomb__${db}__c${'`'} t ORDER BY t.id`);
 
-  it('a child row written concurrently with its parent delete goes on both nodes, tombstoned at its own version; a later write of its key lands', async () => {
+  it('a child row written concurrently with its parent delete goes on both nodes, deleted by its own node as its own write; a later write of its key lands', async () => {
     const db = 'fkcascade';
     const conns = await setupNodes(urls(ctx), db, DDL, ['p', 'c']);
     const [a, b] = conns as [Connection, Connection];
@@ -160,11 +208,16 @@ function cascadeAcrossNodes(ctx: EngineContext): void {
       for (const c of conns) {
         expect(await textRows(c, `SELECT id FROM ${db}.p`)).toEqual(['2']);
         expect(await textRows(c, `SELECT id FROM ${db}.c`)).toEqual([]);
-        // Each child's tombstone carries the version of its newest write: a replay is refused, a later write lands.
-        expect(await tombstones(c, db)).toEqual(versions);
+        // Each child's tombstone is B's own delete, above the child's newest write: a replay is refused, a later write lands.
+        const tombs = await tombstones(c, db);
+        expect(tombs.map((t) => t.split('|')[0])).toEqual(versions.map((v) => v.split('|')[0]));
+        for (const [i, t] of tombs.entries()) expect(BigInt(t.split('|')[1]!)).toBeGreaterThan(BigInt(versions[i]!.split('|')[1]!));
       }
+      // A dropped each child's write arriving to the missing parent; B deleted each as its own write first.
       const [logged] = await a.query<RowDataPacket[]>("SELECT COUNT(*) AS n FROM lww_meta.conflicts WHERE reason LIKE 'foreign key cascade:%'");
       expect(Number(logged[0]!.n)).toBe(4);
+      const [own] = await b.query<RowDataPacket[]>("SELECT COUNT(*) AS n FROM lww_meta.conflicts WHERE reason LIKE 'foreign key cascade: removed by this node as its own delete%'");
+      expect(Number(own[0]!.n)).toBe(4);
       // A later write of a child key lands on both nodes.
       await b.query(`INSERT INTO ${db}.c (id, pid, note) VALUES (12, 2, 'again')`);
       await eventually('the later child write to land', () => textRows(a, `SELECT id, pid, note FROM ${db}.c`), (rows) => rows.length === 1);
@@ -175,8 +228,51 @@ function cascadeAcrossNodes(ctx: EngineContext): void {
     }
     const report = await auditHistory({ nodes: urls(ctx), from, tables: [`${db}.p`, `${db}.c`] });
     expectCleanAudit(report);
-    // Each of the four child writes, once on each node.
-    expect(report.foreignKeyCascades).toBe(8);
+    // Each of the four child writes, dropped by A's sink (B's deletes are its own, stamped writes).
+    expect(report.foreignKeyCascades).toBe(4);
+    for (const c of conns) await c.end();
+  });
+
+  // The CASCADE form of the SET NULL case above (harness --schema-gen 109 on MariaDB): before, the
+  // child's node tombstoned the child at its own version while the deleting node, holding the parent
+  // again when the child's write arrived, kept the row: a row and a tombstone at one version.
+  it('a parent deleted on one node and written again there in a later transaction, while the other adds a child: the child goes on both, as the child node’s own delete', async () => {
+    const db = 'fkcascade2';
+    const conns = await setupNodes(urls(ctx), db, DDL, ['p', 'c']);
+    const [a, b] = conns as [Connection, Connection];
+    let rep = await startReplicator(urls(ctx));
+    await a.query(`INSERT INTO ${db}.p (id, name) VALUES (1, 'parent')`);
+    await converged(conns, db, 'p');
+    await rep.stop();
+    const from = await binlogHeads(urls(ctx));
+    await a.query(`DELETE FROM ${db}.p WHERE id = 1`);
+    await pause();
+    await b.query(`INSERT INTO ${db}.c (id, pid, note) VALUES (20, 1, 'added')`);
+    await pause();
+    await a.query(`INSERT INTO ${db}.p (id, name) VALUES (1, 'again')`);
+    const [[written]] = await b.query<RowDataPacket[]>(`SELECT CAST(_lww_ts AS CHAR) AS v FROM ${db}.c WHERE id = 20`);
+    rep = await startReplicator(urls(ctx), { sink: { batch: { maxRows: 1, maxDelayMs: 5 } }, applyWorkers: 1 });
+    try {
+      await converged(conns, db, 'p');
+      await converged(conns, db, 'c');
+      await eventually('the tombstones to converge', () => Promise.all(conns.map((c) => tombstones(c, db))), ([x, y]) => JSON.stringify(x) === JSON.stringify(y) && x!.length === 1);
+      expect((await rep.status()).directions.map((d) => d.state)).toEqual(['streaming', 'streaming']);
+      for (const c of conns) {
+        expect(await textRows(c, `SELECT id, name FROM ${db}.p`)).toEqual(['1|again']);
+        expect(await textRows(c, `SELECT id FROM ${db}.c`)).toEqual([]);
+        const [tomb] = await tombstones(c, db);
+        const [id, version] = tomb!.split('|');
+        expect(id).toBe('20');
+        // B's own delete, stamped above the child's write.
+        expect(BigInt(version!)).toBeGreaterThan(BigInt(written!.v as string));
+      }
+      const [logged] = await b.query<RowDataPacket[]>(`SELECT reason, CAST(version AS CHAR) AS v FROM lww_meta.conflicts WHERE table_name = 'c' AND schema_name = '${db}'`);
+      expect(logged.map((r) => `${r.v}|${r.reason}`)).toEqual([expect.stringMatching(new RegExp(`^${written!.v}\\|foreign key cascade: removed by this node as its own delete before the delete of its parent`))]);
+    } finally {
+      await rep.stop();
+    }
+    const report = await auditHistory({ nodes: urls(ctx), from, tables: [`${db}.p`, `${db}.c`] });
+    expectCleanAudit(report);
     for (const c of conns) await c.end();
   });
 

@@ -19,6 +19,11 @@ describe('a row whose SET NULL reference the parent delete cleared', () => {
     expect(clearedBySetNull(table, m('1:1#3:a#b#2:09', '1:1#3:a#b#N'))).toBe(false);
     expect(clearedBySetNull({ ...table, setNullColumns: [] }, m('1:1#1:a#2:09', '1:1#1:a#N'))).toBe(false);
   });
+  it('is at a newer version only where a node cleared it as its own write (a follow-up logged at the written version)', () => {
+    expect(clearedBySetNull(table, m('1:1#1:a#2:09', '1:1#1:a#N', '6'), true)).toBe(true);
+    expect(clearedBySetNull(table, m('1:1#1:a#2:09', '1:1#1:a#N', '4'), true)).toBe(false);
+    expect(clearedBySetNull(table, m('1:1#1:a#2:09', '1:1#1:b#N', '6'), true)).toBe(false);
+  });
 });
 
 // A row the writers expect present, absent on a node: the sink removed it at its written version,
@@ -37,6 +42,13 @@ describe('an expected row the sink removed', () => {
     expect(removedBySink(gone(), { reasons: cascade, tombstoneVersion: 4n })).toBe(false);
     expect(removedBySink(gone(), { reasons: [], tombstoneVersion: 5n })).toBe(false);
     expect(removedBySink(gone(), { reasons: ['foreign key set null: p named a deleted parent'], tombstoneVersion: 5n })).toBe(false);
+  });
+  it('is deleted by a node as its own write (a follow-up logged at its version) when its tombstone is newer', () => {
+    const own = ['foreign key cascade: removed by this node as its own delete before the delete of its parent g.p (fk), from another node, which did not know the row'];
+    expect(removedBySink(gone(), { reasons: own, tombstoneVersion: 9n })).toBe(true);
+    expect(removedBySink(gone(), { reasons: own, tombstoneVersion: 4n })).toBe(false);
+    expect(removedBySink(gone(), { reasons: own, tombstoneVersion: undefined })).toBe(false);
+    expect(removedBySink(gone(), { reasons: cascade, tombstoneVersion: 9n })).toBe(false);
   });
   it('is removed by a UNIQUE clash logged at its version', () => {
     expect(removedBySink(gone(), { reasons: ['unique key clash: removed by newer row (id=2) (version 7)'], tombstoneVersion: undefined })).toBe(true);
