@@ -7,9 +7,11 @@
 // (a) and (b) are one autocommitted statement per batch, like the sink's one commit per batch.
 // Median of --rounds rounds; the order of the methods rotates per round so none always runs first.
 // Machines here are shared and noisy: compare ratios within one run, not absolute rates across runs.
-//   npm run bench:sink -- [--engine mysql|mariadb] [--rows 40000] [--rounds 3] [--batches 1,32,256,1024] [--apply-workers 1]
+//   npm run bench:sink -- [--engine mysql|mariadb] [--rows 40000] [--rounds 3] [--batches 1,32,256,1024] [--apply-workers 1] [--statement-times]
 // --cpu-prof DIR writes a V8 CPU profile of each timed sink run (only the timed part; summarise
 // one with scripts/cpu-profile-top.ts).
+// --statement-times prints, per timed run, the server's own time per statement kind (its slow log at
+// long_query_time 0, as a table): where a batch's server time goes, apart from the client's.
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { Connection } from 'mysql2/promise';
@@ -38,6 +40,7 @@ const { values } = parseArgs({
     'cpu-prof': { type: 'string' },
     // The sink's apply workers (sink and bypass methods); 1 is one connection, as the baselines.
     'apply-workers': { type: 'string', default: '1' },
+    'statement-times': { type: 'boolean', default: false },
   },
 });
 const engine = values.engine === 'mariadb' ? 'mariadb' : 'mysql';
@@ -144,11 +147,52 @@ async function statementCounts(): Promise<{ prepare: number; execute: number }> 
   return { prepare: of('Com_stmt_prepare'), execute: of('Com_stmt_execute') };
 }
 
+/** What a logged statement is, from its text (the sink's statements and the baselines'). */
+function statementKind(sql: string): string {
+  const s = sql.replace(/\s+/g, ' ').trimStart();
+  if (/^COMMIT/i.test(s)) return 'COMMIT';
+  if (/^(START TRANSACTION|BEGIN)/i.test(s)) return 'BEGIN';
+  if (/^REPLACE/i.test(s)) return 'REPLACE';
+  if (/^INSERT/i.test(s)) return /ON DUPLICATE KEY UPDATE/i.test(s) ? (/^INSERT INTO `?lww_meta/.test(s) ? 'upsert lww_meta' : 'LWW upsert') : 'INSERT';
+  if (/^UPDATE/i.test(s)) return /^UPDATE `?lww_meta/.test(s) ? 'UPDATE lww_meta (checkpoint)' : 'UPDATE';
+  if (/^DELETE/i.test(s)) return 'DELETE (tombstone guard)';
+  if (/^SELECT/i.test(s)) return /FOR UPDATE|LOCK IN SHARE MODE/i.test(s) ? 'SELECT locking (tombstones)' : 'SELECT';
+  if (/^SET/i.test(s)) return 'SET';
+  return s.split(' ')[0]!.toUpperCase();
+}
+
+async function slowLogOn(): Promise<void> {
+  await admin.query("SET GLOBAL log_output = 'TABLE', GLOBAL long_query_time = 0, GLOBAL slow_query_log = 1");
+  await admin.query('TRUNCATE TABLE mysql.slow_log');
+}
+
+/** Server time per statement kind of the timed run, from mysql.slow_log (this admin session's own statements excluded). */
+async function slowLogOff(label: string): Promise<void> {
+  await admin.query('SET GLOBAL slow_query_log = 0');
+  const [rows] = (await admin.query(
+    'SELECT CONCAT(LEFT(CAST(sql_text AS CHAR), 200), \' … \', RIGHT(CAST(sql_text AS CHAR), 300), IF(LOCATE(\'ON DUPLICATE KEY UPDATE\', sql_text) > 0, \' ON DUPLICATE KEY UPDATE\', \'\')) AS sql_text, TIME_TO_SEC(query_time) AS secs, TIME_TO_SEC(lock_time) AS lock_secs FROM mysql.slow_log WHERE thread_id <> CONNECTION_ID()',
+  )) as unknown as [Array<{ sql_text: string; secs: string | number; lock_secs: string | number }>];
+  const byKind = new Map<string, { n: number; ms: number }>();
+  for (const r of rows) {
+    const kind = statementKind(r.sql_text);
+    const e = byKind.get(kind) ?? { n: 0, ms: 0 };
+    e.n++;
+    e.ms += Number(r.secs) * 1000;
+    byKind.set(kind, e);
+  }
+  const total = [...byKind.values()].reduce((a, e) => a + e.ms, 0);
+  const parts = [...byKind.entries()].sort((a, b) => b[1].ms - a[1].ms).map(([kind, e]) => `${kind} ${e.ms.toFixed(0)} ms (${e.n})`);
+  console.log(`  server time, ${label}: ${total.toFixed(0)} ms = ${parts.join(', ')}`);
+  await admin.query('TRUNCATE TABLE mysql.slow_log');
+}
+
 async function measure(method: Method, batch: number, n: number): Promise<number> {
   const before = await statementCounts();
+  if (values['statement-times']) await slowLogOn();
   try {
     return await measureRun(method, batch, n);
   } finally {
+    if (values['statement-times']) await slowLogOff(`${method} batch ${batch}`);
     const after = await statementCounts();
     preparesPerK = ((after.prepare - before.prepare) * 1000) / n;
     executesPerK = ((after.execute - before.execute) * 1000) / n;
