@@ -195,7 +195,7 @@ export function tombstoneCascadedChildren(parent: TableShape, child: CascadeChil
 }
 
 /**
- * One child row by its key, only while it holds `version`: read it, delete it, or clear the
+ * One child row by its key, only while it holds `version`: delete it, or clear the
  * foreign key's columns (the sink's follow-ups of a replicated parent delete, writer/foreign-keys.ts).
  * Key values as the server returned them, bound through the child's typed key placeholders.
  */
@@ -203,13 +203,31 @@ export function childAtVersion(
   child: CascadeChildShape & { keyPlaceholders: readonly string[] },
   key: readonly SqlValue[],
   version: bigint,
-  how: 'read' | 'delete' | 'null',
+  how: 'delete' | 'null',
 ): Statement {
   if (key.length !== child.primaryKey.length) throw new Error(`a key has ${key.length} values, the table's primary key ${child.primaryKey.length}`);
   const c = quoteTable(child.schema, child.table);
   const where = [...child.primaryKey.map((k, i) => `${c}.${quoteIdent(k)} = ${child.keyPlaceholders[i]}`), `${c}.${quoteIdent(child.versionColumn)} = ${VERSION_PLACEHOLDER}`].join(' AND ');
   const values: BoundValue[] = [...key.map(keyValue), version.toString()];
-  if (how === 'read') return { sql: `SELECT 1 AS ${quoteIdent('found')} FROM ${c} WHERE ${where}`, values };
   if (how === 'delete') return { sql: `DELETE FROM ${c} WHERE ${where}`, values };
   return { sql: `UPDATE ${c} SET ${child.columns.map((x) => `${quoteIdent(x.child)} = NULL`).join(', ')} WHERE ${where}`, values };
+}
+
+/**
+ * Which of these child rows (rows: key values then a version) still hold that version: `_lww_i`,
+ * their positions. Matched by the server's key equality, through the child's typed key placeholders.
+ */
+export function childRowsAtVersions(child: CascadeChildShape & { keyPlaceholders: readonly string[] }, rows: readonly (readonly SqlValue[])[]): Statement {
+  const width = child.primaryKey.length + 1;
+  const keys = child.primaryKey.map((_, i) => `_lww_k${i}`);
+  const d = derivedRows([INDEX_COLUMN, ...keys, '_lww_v'], ['CAST(? AS UNSIGNED)', ...child.keyPlaceholders, VERSION_PLACEHOLDER], rows.length);
+  const c = quoteTable(child.schema, child.table);
+  const ref = (n: string) => `${quoteIdent(ALIAS)}.${quoteIdent(n)}`;
+  const on = [...child.primaryKey.map((k, i) => `${c}.${quoteIdent(k)} = ${ref(keys[i]!)}`), `${c}.${quoteIdent(child.versionColumn)} = ${ref('_lww_v')}`].join(' AND ');
+  const values: BoundValue[] = [];
+  rows.forEach((r, i) => {
+    if (r.length !== width) throw new Error(`a row has ${r.length} values, the statement binds ${width}`);
+    values.push(i, ...r.map(keyValue));
+  });
+  return { sql: `SELECT ${ref(INDEX_COLUMN)} FROM (${d}) AS ${quoteIdent(ALIAS)} JOIN ${c} ON ${on}`, values };
 }

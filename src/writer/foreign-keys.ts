@@ -35,6 +35,7 @@ import {
   FOREIGN_KEY_CHECKS_OFF_SQL,
   FOREIGN_KEYS_BY_DELETE_RULE_SQL,
   childAtVersion,
+  childRowsAtVersions,
   lockCascadedChildren,
   PRIMARY_KEY_COLUMNS_SQL,
   REFERENCING_FOREIGN_KEYS_SQL,
@@ -415,9 +416,17 @@ async function childrenOf(io: ForeignKeyIo, meta: TableMeta, children: readonly 
 /** Of these SET NULL follow-ups, the ones whose rows still hold the version they were found at (the foreign key's action left them so). */
 export async function followUpsStillDue(io: ForeignKeyIo, followUps: readonly ForeignKeyFollowUp[]): Promise<ForeignKeyFollowUp[]> {
   const due: ForeignKeyFollowUp[] = [];
+  const byChild = new Map<CascadeChild, ForeignKeyFollowUp[]>();
   for (const f of followUps) {
-    const found = await io.select(`${f.child.schema}.${f.child.table}`, childAtVersion(f.child, f.key, f.version, 'read'));
-    if (found.length > 0) due.push(f);
+    const list = byChild.get(f.child);
+    if (list) list.push(f);
+    else byChild.set(f.child, [f]);
+  }
+  for (const [child, list] of byChild) {
+    for (const part of chunks(list, ROWS_PER_STATEMENT)) {
+      const found = await io.select(`${child.schema}.${child.table}`, childRowsAtVersions(child, part.map((f) => [...f.key, f.version.toString()])));
+      for (const r of found) due.push(part[Number(r._lww_i)]!);
+    }
   }
   return due;
 }

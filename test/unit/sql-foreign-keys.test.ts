@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { countRespellable, lockCascadedChildren, respellReferenced, tombstoneCascadedChildren } from '../../src/sql/foreign-keys.ts';
+import { childAtVersion, childRowsAtVersions, countRespellable, lockCascadedChildren, respellReferenced, tombstoneCascadedChildren } from '../../src/sql/foreign-keys.ts';
 
 const CI = 'CAST(? AS CHAR CHARACTER SET utf8mb4) COLLATE utf8mb4_general_ci';
 const INT = 'CAST(? AS SIGNED)';
@@ -46,5 +46,31 @@ describe('the children a parent delete cascades', () => {
   });
   it('bind one key per parent row', () => {
     expect(lockCascadedChildren({ ...parent, keyPlaceholders: [INT] }, child, [['1', '5'], ['2', '6']]).values).toEqual(['1', '5', '2', '6']);
+  });
+});
+
+// The sink's follow-ups of a replicated parent delete (writer/foreign-keys.ts): one child row, only
+// while it holds the version it was found at.
+describe('a follow-up of a replicated parent delete', () => {
+  const child = { schema: 'db', table: 'c', primaryKey: ['k', 'id'], versionColumn: '_lww_ts', columns: [{ child: 'pid', parent: 'id' }, { child: 'pk2', parent: 'k2' }], keyPlaceholders: [CI, INT] };
+  const where = `\`db\`.\`c\`.\`k\` = ${CI} AND \`db\`.\`c\`.\`id\` = ${INT} AND \`db\`.\`c\`.\`_lww_ts\` = ${V}`;
+  it('deletes the row (CASCADE) or clears the foreign key columns (SET NULL), by key and version', () => {
+    expect(childAtVersion(child, ['a', '7'], 42n, 'delete')).toEqual({ sql: `DELETE FROM \`db\`.\`c\` WHERE ${where}`, values: ['a', '7', '42'] });
+    expect(childAtVersion(child, ['a', '7'], 42n, 'null')).toEqual({ sql: `UPDATE \`db\`.\`c\` SET \`pid\` = NULL, \`pk2\` = NULL WHERE ${where}`, values: ['a', '7', '42'] });
+    expect(() => childAtVersion(child, ['a'], 42n, 'delete')).toThrow(/primary key 2/);
+  });
+  it('reads which rows still hold their versions, by position', () => {
+    expect(
+      childRowsAtVersions(child, [
+        ['a', '7', '42'],
+        ['b', '8', '43'],
+      ]),
+    ).toEqual({
+      sql:
+        `SELECT \`_lww_n\`.\`_lww_i\` FROM (SELECT CAST(? AS UNSIGNED) AS \`_lww_i\`, ${CI} AS \`_lww_k0\`, ${INT} AS \`_lww_k1\`, ${V} AS \`_lww_v\` UNION ALL SELECT CAST(? AS UNSIGNED), ${CI}, ${INT}, ${V}) AS \`_lww_n\`` +
+        ' JOIN `db`.`c` ON `db`.`c`.`k` = `_lww_n`.`_lww_k0` AND `db`.`c`.`id` = `_lww_n`.`_lww_k1` AND `db`.`c`.`_lww_ts` = `_lww_n`.`_lww_v`',
+      values: [0, 'a', '7', '42', 1, 'b', '8', '43'],
+    });
+    expect(() => childRowsAtVersions(child, [['a', '42']])).toThrow(/binds 3/);
   });
 });
