@@ -8,6 +8,7 @@ import { allFaults } from '../src/cli/workload-flags.ts';
 import { harnessAudit } from '../src/harness/audit-step.ts';
 import { parseDuration } from '../src/harness/faults.ts';
 import { describeStuck, type HarnessResult, runHarness } from '../src/harness/harness.ts';
+import { ReplicatorExitError } from '../src/harness/replicator-process.ts';
 import { startServers } from '../src/servers/index.ts';
 
 const { values } = parseArgs({
@@ -46,6 +47,7 @@ try {
   for (let i = 0; i < Number(values.seeds); i++) {
     const seed = Number(values['first-seed']) + i;
     const started = Date.now();
+    // An unexpected replicator exit fails the seed (runHarness cleaned up): report it and go on with the next one.
     const r = await runHarness({
       engine,
       servers,
@@ -64,7 +66,14 @@ try {
       },
       faults: allFaults(durationMs),
       audit: harnessAudit,
+    }).catch((err: unknown) => {
+      if (!(err instanceof ReplicatorExitError)) throw err;
+      failed++;
+      console.log(`seed ${seed}: FAILED — ${err.message}, ${((Date.now() - started) / 1000).toFixed(0)}s`);
+      for (const line of err.exit.logTail.slice(-12)) console.log(`  why (seed ${seed}): replicator log: ${line.slice(0, 600)}`);
+      return undefined;
     });
+    if (!r) continue;
     const ok = r.converged && r.expectationMismatches.length === 0 && (r.audit?.findings ?? 1) === 0 && r.unknownOutcomes.unresolved.length === 0;
     if (!ok) failed++;
     const counts = r.audit ? Object.entries(r.audit.counts).map(([k, v]) => `${k}=${v}`).join(' ') : 'no audit';

@@ -195,22 +195,25 @@ export function tombstoneCascadedChildren(parent: TableShape, child: CascadeChil
 }
 
 /**
- * One child row by its key, only while it holds `version`: delete it, or clear the
- * foreign key's columns (the sink's follow-ups of a replicated parent delete, writer/foreign-keys.ts).
- * Key values as the server returned them, bound through the child's typed key placeholders.
+ * One child row by its key, only while it holds `version`: lock it (a read), delete it, or clear
+ * the foreign key's columns giving it the version `to` (the sink's follow-ups of a replicated parent
+ * delete, writer/foreign-keys.ts). Key values as the server returned them, bound through the
+ * child's typed key placeholders.
  */
 export function childAtVersion(
   child: CascadeChildShape & { keyPlaceholders: readonly string[] },
   key: readonly SqlValue[],
   version: bigint,
-  how: 'delete' | 'null',
+  how: 'lock' | 'delete' | { nullAt: bigint },
 ): Statement {
   if (key.length !== child.primaryKey.length) throw new Error(`a key has ${key.length} values, the table's primary key ${child.primaryKey.length}`);
   const c = quoteTable(child.schema, child.table);
   const where = [...child.primaryKey.map((k, i) => `${c}.${quoteIdent(k)} = ${child.keyPlaceholders[i]}`), `${c}.${quoteIdent(child.versionColumn)} = ${VERSION_PLACEHOLDER}`].join(' AND ');
   const values: BoundValue[] = [...key.map(keyValue), version.toString()];
+  if (how === 'lock') return { sql: `SELECT 1 AS ${quoteIdent('found')} FROM ${c} WHERE ${where} FOR UPDATE`, values };
   if (how === 'delete') return { sql: `DELETE FROM ${c} WHERE ${where}`, values };
-  return { sql: `UPDATE ${c} SET ${child.columns.map((x) => `${quoteIdent(x.child)} = NULL`).join(', ')} WHERE ${where}`, values };
+  const sets = [...child.columns.map((x) => `${quoteIdent(x.child)} = NULL`), `${quoteIdent(child.versionColumn)} = ${VERSION_PLACEHOLDER}`];
+  return { sql: `UPDATE ${c} SET ${sets.join(', ')} WHERE ${where}`, values: [how.nullAt.toString(), ...values] };
 }
 
 /**

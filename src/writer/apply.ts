@@ -25,7 +25,7 @@ import { tombstoneTableName } from '../model/names.ts';
 import type { TableMeta } from '../model/table.ts';
 import { advanceCheckpointSql, readCheckpointSql } from '../sql/checkpoint.ts';
 import type { Dialect } from '../sql/dialect.ts';
-import { enterApplySessionSql } from '../sql/install.ts';
+import { selectNodeIdSql } from '../sql/install.ts';
 import {
   ColumnDefault,
   deleteHolders,
@@ -339,21 +339,15 @@ export function foreignKeyIo(ctx: ApplyContext): ForeignKeyIo {
 
 /**
  * Runs a batch's foreign-key follow-ups (ForeignKeyFollowUpNeeded) on the apply connection, after
- * the batch rolled back: one local transaction outside apply mode, so the triggers stamp it. When
- * apply mode cannot be entered again the connection is destroyed (its writes would be stamped).
+ * the batch rolled back: one transaction with no checkpoint row (capture hands it on as this node's
+ * own), at versions of this node (lww_meta.node) just above each child's.
  */
 export async function runForeignKeyFollowUps(ctx: ApplyContext, followUps: readonly ForeignKeyFollowUp[], sourceId: string): Promise<number> {
+  const [rows] = await ctx.conn.query<RowDataPacket[]>(selectNodeIdSql(ctx.metaSchema));
+  if (rows.length === 0) throw new Error(`${ctx.metaSchema}.node holds no node id: install the node first`);
   return applyForeignKeyFollowUps(
     foreignKeyIo({ ...ctx, followUpWatch: undefined }),
-    async () => {
-      await ctx.conn.query('SET @lww_apply = NULL');
-    },
-    async () => {
-      await ctx.conn.query(enterApplySessionSql(ctx.metaSchema)).catch((err: unknown) => {
-        ctx.conn.destroy();
-        throw err;
-      });
-    },
+    Number(rows[0]!.nodeId),
     async () => {
       await ctx.conn.query('COMMIT');
     },

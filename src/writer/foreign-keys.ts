@@ -19,12 +19,14 @@
 //   own, and a node where the parent was written again before the child's write arrived would keep
 //   it unchanged — one version, two states (generated seeds 101, 107, 109, 117). So the sink takes
 //   that action itself first, as this node's own write (ForeignKeyFollowUpNeeded): the batch rolls
-//   back, the children are deleted (CASCADE) or their references cleared (SET NULL) in a local
-//   transaction the triggers stamp, which replicates like any local write and wins over the child's
-//   write everywhere, and the batch runs again. Crash-safe: the local write commits first.
+//   back, the children are deleted (CASCADE) or their references cleared (SET NULL) in a transaction
+//   of their own (no checkpoint: it replicates like a local one) at the least version of this node
+//   above the child's, which wins over the child's write everywhere and over nothing later, and the
+//   batch runs again. Crash-safe: that transaction commits first.
 import type { ResultSetHeader, RowDataPacket } from 'mysql2/promise';
 import { tombstoneTableName } from '../model/names.ts';
 import type { TableMeta } from '../model/table.ts';
+import { nextVersion } from '../model/version.ts';
 import { COLUMNS_SQL } from '../sql/introspect.ts';
 import type { Dialect } from '../sql/dialect.ts';
 import { ColumnDefault, guardedDelete, keyPlaceholder, rowExists, type SqlValue, type Statement, type TableShape, type TombstoneShape, type UniqueValues, upsertTombstones } from '../sql/dml.ts';
@@ -432,25 +434,37 @@ export async function followUpsStillDue(io: ForeignKeyIo, followUps: readonly Fo
 }
 
 /**
- * Runs follow-ups as this node's own writes (ForeignKeyFollowUpNeeded): on the apply connection
- * outside apply mode, so the child's triggers stamp each change with a new version of this node
- * and the transaction replicates as a local one; each row only while it still holds the version it
- * was found at. Logged in the conflict log at that version. Returns how many rows changed.
+ * Runs follow-ups as this node's own writes (ForeignKeyFollowUpNeeded), in a transaction of their
+ * own that writes no checkpoint, so capture hands it on like a local one: each child row, only while
+ * it still holds the version it was found at, is deleted (CASCADE: its tombstone written first) or
+ * has its references cleared (SET NULL), at the least version of this node above the row's own. That
+ * beats the child's write it corrects and nothing later: a newer write of the row made meanwhile on
+ * another node (a delete, say) still wins everywhere — stamped with the clock, the follow-up would
+ * bring a concurrently deleted row back (generated seed 101 on MariaDB). Logged in the conflict log
+ * at the row's version. Returns how many rows changed.
  */
-export async function applyForeignKeyFollowUps(io: ForeignKeyIo, leaveApplyMode: () => Promise<void>, enterApplyMode: () => Promise<void>, commit: () => Promise<void>, rollback: () => Promise<void>, followUps: readonly ForeignKeyFollowUp[], sourceId: string): Promise<number> {
+export async function applyForeignKeyFollowUps(io: ForeignKeyIo, nodeId: number, commit: () => Promise<void>, rollback: () => Promise<void>, followUps: readonly ForeignKeyFollowUp[], sourceId: string): Promise<number> {
   let changed = 0;
-  await leaveApplyMode();
   try {
     for (const f of followUps) {
-      const res = await io.run(`${f.child.schema}.${f.child.table}`, childAtVersion(f.child, f.key, f.version, f.action === 'CASCADE' ? 'delete' : 'null'));
+      const name = `${f.child.schema}.${f.child.table}`;
+      // DESIGN.md's hlc with the clock left out: the least version of this node above the row's.
+      const to = nextVersion(f.version, 0n, nodeId);
+      if (f.action === 'CASCADE') {
+        // Locked first, so the tombstone is written only for a row that is then deleted (tombstone before row, as every delete).
+        if ((await io.select(name, childAtVersion(f.child, f.key, f.version, 'lock'))).length === 0) continue;
+        const tomb = { metaSchema: io.metaSchema, tombstoneTable: f.child.tombstoneTable, primaryKey: f.child.primaryKey, versionColumn: f.child.versionColumn, keyPlaceholders: f.child.keyPlaceholders };
+        await io.run(name, upsertTombstones(tomb, [[...f.key, to.toString()]], io.dialect));
+      }
+      const res = await io.run(name, childAtVersion(f.child, f.key, f.version, f.action === 'CASCADE' ? 'delete' : { nullAt: to }));
       if (res.affectedRows === 0) continue;
       changed += res.affectedRows;
       await io.logConflict(f.child, {
         sourceId,
         reason:
           f.action === 'CASCADE'
-            ? `foreign key cascade: removed by this node as its own delete before the delete of its parent ${f.parent} (${f.child.name}) from another node, which did not know the row`
-            : `foreign key set null: ${f.child.name} (${f.child.columns.map((c) => c.child).join(', ')}) cleared by this node as its own update before the delete of its parent ${f.parent} from another node, which did not know the row`,
+            ? `foreign key cascade: removed by this node as its own delete (version ${to}) before the delete of its parent ${f.parent} (${f.child.name}) from another node, which did not know the row`
+            : `foreign key set null: ${f.child.name} (${f.child.columns.map((c) => c.child).join(', ')}) cleared by this node as its own update (version ${to}) before the delete of its parent ${f.parent} from another node, which did not know the row`,
         version: f.version,
         columns: f.child.primaryKey,
         value: (_c, i) => f.key[i],
@@ -460,8 +474,6 @@ export async function applyForeignKeyFollowUps(io: ForeignKeyIo, leaveApplyMode:
   } catch (err) {
     await rollback().catch(() => undefined);
     throw err;
-  } finally {
-    await enterApplyMode();
   }
   return changed;
 }

@@ -111,12 +111,12 @@ function setNullAcrossNodes(ctx: EngineContext): void {
           expect(await textRows(c, `SELECT id, name FROM ${db}.p`)).toEqual(['1|again']);
           expect(await textRows(c, `SELECT id, COALESCE(pid, "null"), note FROM ${db}.c`)).toEqual(['10|null|adopted']);
           const [[row]] = await c.query<RowDataPacket[]>(`SELECT CAST(_lww_ts AS CHAR) AS v FROM ${db}.c WHERE id = 10`);
-          // B's own write, stamped above the child's write it cleared.
-          expect(BigInt(row!.v as string)).toBeGreaterThan(BigInt(written!.v as string));
-          expect(Number(BigInt(row!.v as string) & 1023n)).toBe(Number(BigInt(written!.v as string) & 1023n));
+          // B's own write, at B's least version above the child's write it cleared.
+          const w = BigInt(written!.v as string);
+          expect(BigInt(row!.v as string)).toBe((((w >> 10n) + 1n) << 10n) | (w & 1023n));
         }
         const [logged] = await b.query<RowDataPacket[]>(`SELECT reason FROM lww_meta.conflicts WHERE table_name = 'c' AND schema_name = '${db}'`);
-        expect(logged.map((r) => String(r.reason))).toEqual([expect.stringMatching(/^foreign key set null: .* cleared by this node as its own update before the delete of its parent/)]);
+        expect(logged.map((r) => String(r.reason))).toEqual([expect.stringMatching(/^foreign key set null: .* cleared by this node as its own update \(version \d+\) before the delete of its parent/)]);
       } finally {
         await rep.stop();
       }
@@ -208,10 +208,9 @@ function cascadeAcrossNodes(ctx: EngineContext): void {
       for (const c of conns) {
         expect(await textRows(c, `SELECT id FROM ${db}.p`)).toEqual(['2']);
         expect(await textRows(c, `SELECT id FROM ${db}.c`)).toEqual([]);
-        // Each child's tombstone is B's own delete, above the child's newest write: a replay is refused, a later write lands.
-        const tombs = await tombstones(c, db);
-        expect(tombs.map((t) => t.split('|')[0])).toEqual(versions.map((v) => v.split('|')[0]));
-        for (const [i, t] of tombs.entries()) expect(BigInt(t.split('|')[1]!)).toBeGreaterThan(BigInt(versions[i]!.split('|')[1]!));
+        // Each child's tombstone is B's own delete, just above the child's newest write: a replay is refused, a later write lands.
+        const above = (v: string) => (((BigInt(v) >> 10n) + 1n) << 10n) | (BigInt(v) & 1023n);
+        expect(await tombstones(c, db)).toEqual(versions.map((t) => `${t.split('|')[0]}|${above(t.split('|')[1]!)}`));
       }
       // A dropped each child's write arriving to the missing parent; B deleted each as its own write first.
       const [logged] = await a.query<RowDataPacket[]>("SELECT COUNT(*) AS n FROM lww_meta.conflicts WHERE reason LIKE 'foreign key cascade:%'");
@@ -263,11 +262,12 @@ function cascadeAcrossNodes(ctx: EngineContext): void {
         const [tomb] = await tombstones(c, db);
         const [id, version] = tomb!.split('|');
         expect(id).toBe('20');
-        // B's own delete, stamped above the child's write.
-        expect(BigInt(version!)).toBeGreaterThan(BigInt(written!.v as string));
+        // B's own delete, at B's least version above the child's write.
+        const w = BigInt(written!.v as string);
+        expect(BigInt(version!)).toBe((((w >> 10n) + 1n) << 10n) | (w & 1023n));
       }
       const [logged] = await b.query<RowDataPacket[]>(`SELECT reason, CAST(version AS CHAR) AS v FROM lww_meta.conflicts WHERE table_name = 'c' AND schema_name = '${db}'`);
-      expect(logged.map((r) => `${r.v}|${r.reason}`)).toEqual([expect.stringMatching(new RegExp(`^${written!.v}\\|foreign key cascade: removed by this node as its own delete before the delete of its parent`))]);
+      expect(logged.map((r) => `${r.v}|${r.reason}`)).toEqual([expect.stringMatching(new RegExp(`^${written!.v}\\|foreign key cascade: removed by this node as its own delete \\(version \\d+\\) before the delete of its parent`))]);
     } finally {
       await rep.stop();
     }

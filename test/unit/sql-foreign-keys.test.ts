@@ -54,9 +54,13 @@ describe('the children a parent delete cascades', () => {
 describe('a follow-up of a replicated parent delete', () => {
   const child = { schema: 'db', table: 'c', primaryKey: ['k', 'id'], versionColumn: '_lww_ts', columns: [{ child: 'pid', parent: 'id' }, { child: 'pk2', parent: 'k2' }], keyPlaceholders: [CI, INT] };
   const where = `\`db\`.\`c\`.\`k\` = ${CI} AND \`db\`.\`c\`.\`id\` = ${INT} AND \`db\`.\`c\`.\`_lww_ts\` = ${V}`;
-  it('deletes the row (CASCADE) or clears the foreign key columns (SET NULL), by key and version', () => {
+  it('locks and deletes the row (CASCADE) or clears the foreign key columns at a new version (SET NULL), by key and version', () => {
+    expect(childAtVersion(child, ['a', '7'], 42n, 'lock')).toEqual({ sql: `SELECT 1 AS \`found\` FROM \`db\`.\`c\` WHERE ${where} FOR UPDATE`, values: ['a', '7', '42'] });
     expect(childAtVersion(child, ['a', '7'], 42n, 'delete')).toEqual({ sql: `DELETE FROM \`db\`.\`c\` WHERE ${where}`, values: ['a', '7', '42'] });
-    expect(childAtVersion(child, ['a', '7'], 42n, 'null')).toEqual({ sql: `UPDATE \`db\`.\`c\` SET \`pid\` = NULL, \`pk2\` = NULL WHERE ${where}`, values: ['a', '7', '42'] });
+    expect(childAtVersion(child, ['a', '7'], 42n, { nullAt: 2049n })).toEqual({
+      sql: `UPDATE \`db\`.\`c\` SET \`pid\` = NULL, \`pk2\` = NULL, \`_lww_ts\` = ${V} WHERE ${where}`,
+      values: ['2049', 'a', '7', '42'],
+    });
     expect(() => childAtVersion(child, ['a'], 42n, 'delete')).toThrow(/primary key 2/);
   });
   it('reads which rows still hold their versions, by position', () => {
