@@ -20,7 +20,7 @@ import { type AssembledItem, type CaptureEvent, type SchemaChange, TransactionAs
 import { type TableFilter, type TableSelector, tableFilter } from './filter.ts';
 import { parsePosition } from './position.ts';
 import { RowImageRepairer } from './repair.ts';
-import { checkPositionAvailable, currentPosition, sourceSettings, unsafeSettings } from './source.ts';
+import { binlogFiles, checkPositionAvailable, currentPosition, sourceSettings, unsafeSettings } from './source.ts';
 import { type ColumnShape, normalizeRow, TYPE_BLOB, TYPE_JSON } from './values.ts';
 
 /** What capture hands to the apply side. Each call is awaited before the next one is made. */
@@ -107,6 +107,8 @@ export interface CaptureStats {
   schemaChanges: number;
   keepalives: number;
   reconnects: number;
+  /** Ends of binlog files left with a partial event by a killed server, skipped (see skipTruncatedTail). */
+  truncatedTailsSkipped: number;
   /** Items waiting for the handler now, and the most ever waiting (bounded by maxQueuedTransactions). */
   queued: number;
   maxQueued: number;
@@ -226,6 +228,7 @@ export class BinlogCapture {
     schemaChanges: 0,
     keepalives: 0,
     reconnects: 0,
+    truncatedTailsSkipped: 0,
     maxQueued: 0,
     maxQueuedBytes: 0,
     pauses: 0,
@@ -342,7 +345,12 @@ export class BinlogCapture {
     this.assembler.resumeFrom(parsePosition(from));
     this.consumer = this.consume();
     try {
-      await this.openStream();
+      try {
+        await this.openStream();
+      } catch (err) {
+        if (!isTruncatedTail(err) || !(await this.skipTruncatedTail())) throw err;
+        await this.openStream();
+      }
     } catch (err) {
       this.stopping = true;
       this.teardownStream();
@@ -632,6 +640,13 @@ export class BinlogCapture {
   private onStreamError(generation: number, err: unknown): void {
     if (generation !== this.generation || this.stopping) return;
     this.teardownStream();
+    if (isTruncatedTail(err)) {
+      this.skipTruncatedTail().then(
+        (skipped) => (skipped ? void this.reconnect() : this.fail(err)),
+        () => this.fail(err),
+      );
+      return;
+    }
     if (!isRetryable(err)) {
       this.fail(err);
       return;
@@ -658,6 +673,7 @@ export class BinlogCapture {
           return;
         } catch (err) {
           this.teardownStream();
+          if (isTruncatedTail(err) && (await this.skipTruncatedTail().catch(() => false))) continue;
           if (!isRetryable(err)) {
             this.fail(err);
             return;
@@ -675,6 +691,38 @@ export class BinlogCapture {
     }
   }
 
+  /**
+   * The position's binlog file ends in a partial event and the server has moved on to a newer file:
+   * it was killed while writing that event, and MariaDB keeps the file as it was (MySQL cuts it on
+   * recovery). Everything from the position (a transaction boundary) to the end of that file is a
+   * transaction that never committed (its commit event was never written, so crash recovery rolled
+   * it back): reading resumes at the next file. False when the file is the newest (a partial event
+   * there is one being written) or gone; the error then stands.
+   */
+  private async skipTruncatedTail(): Promise<boolean> {
+    const position = this.assembler.position;
+    if (position === undefined) return false;
+    const p = parsePosition(position);
+    const conn = await connect(this.options.source, { connectTimeoutMs: this.connectTimeoutMs });
+    let files: Array<{ name: string; size: number }>;
+    try {
+      files = await binlogFiles(conn);
+    } finally {
+      conn.destroy();
+    }
+    const i = files.findIndex((f) => f.name === p.file);
+    if (i < 0 || i === files.length - 1 || p.offset >= files[i]!.size) return false;
+    const next = files[i + 1]!.name;
+    this.log.warn('capture skips the end of a binlog file left with a partial event by a killed server (a transaction that never committed)', {
+      position,
+      fileSize: files[i]!.size,
+      resumeAt: `${next}:4`,
+    });
+    this.counters.truncatedTailsSkipped++;
+    this.assembler.resumeFrom({ file: next, offset: 4 });
+    return true;
+  }
+
   /** Stops the capture for good with `err` (rejects `done`). */
   private fail(err: unknown): void {
     if (this.failure !== undefined || this.stopping) return;
@@ -683,6 +731,12 @@ export class BinlogCapture {
     this.settle.reject(this.failure);
     void this.stop();
   }
+}
+
+/** The source's refusal to read on past a partial event at the end of a binlog file (ER_MASTER_FATAL_ERROR_READING_BINLOG). */
+function isTruncatedTail(err: unknown): boolean {
+  const e = err as { errno?: number; message?: unknown } | undefined;
+  return e?.errno === 1236 && /truncated in the middle of event/i.test(String(e.message));
 }
 
 /** Turns zongji's errors into the project's named errors where the cause is known. */
