@@ -527,9 +527,19 @@ async function followUpReasons(conns: readonly Connection[], metaSchema: string,
   return out;
 }
 
-async function sinkRemovalEvidence(conn: Connection, metaSchema: string, schema: string, table: OracleTable, id: string, version: string, versionColumn: string): Promise<SinkRemovalEvidence> {
+async function sinkRemovalEvidence(
+  conn: Connection,
+  metaSchema: string,
+  schema: string,
+  table: OracleTable,
+  id: string,
+  version: string,
+  versionColumn: string,
+  elsewhere: readonly string[] = [],
+): Promise<SinkRemovalEvidence> {
   const [rows] = await conn.query<RowDataPacket[]>(sinkRemovalReasonsSql(metaSchema), [schema, table.name, version]);
-  const reasons = rows.map((r) => String(r.reason));
+  // Follow-ups logged on another node (they reach this one as plain writes) count too: this node's tombstone is then read.
+  const reasons = [...rows.map((r) => String(r.reason)), ...elsewhere];
   if (!reasons.some((r) => r.startsWith('foreign key cascade'))) return { reasons, tombstoneVersion: undefined };
   const [tombs] = await conn.query<RowDataPacket[]>(oracleTombstoneByIdentitySql(metaSchema, table.tombstoneTable, table.key, versionColumn), [id]);
   return { reasons, tombstoneVersion: tombstoneVersionOf(tombs as Array<{ i: unknown; v: unknown }>, id) };
@@ -580,9 +590,8 @@ export async function genericMismatches(
       const table = m.key.slice(0, m.key.indexOf('/'));
       const t = start.oracle.get(table);
       if (m.actual === null && t) {
-        const ev = await sinkRemovalEvidence(c, start.metaSchema, schema, t, m.key.slice(table.length + 1), m.expected.version, versionColumn);
         const followUps = await followUpReasons(conns, start.metaSchema, schema, table, m.expected.version);
-        if (removedBySink(m, { ...ev, reasons: [...ev.reasons, ...followUps] })) continue;
+        if (removedBySink(m, await sinkRemovalEvidence(c, start.metaSchema, schema, t, m.key.slice(table.length + 1), m.expected.version, versionColumn, followUps))) continue;
       }
       if (clearedBySetNull(t, m)) continue;
       if (m.actual !== null && m.actual.version !== m.expected.version && clearedBySetNull(t, m, (await followUpReasons(conns, start.metaSchema, schema, table, m.expected.version)).some((r) => FOLLOW_UP_SET_NULL.test(r)))) continue;
