@@ -32,6 +32,7 @@ import {
   updateByKeysSql,
 } from '../sql/generated.ts';
 import { createDatabaseSql } from '../sql/workload.ts';
+import { FOLLOW_UP_CASCADE_REASON, FOLLOW_UP_SET_NULL_MARK } from '../writer/foreign-keys.ts';
 import { loadTableMeta } from '../writer/table-metadata.ts';
 import { type Random, randomInt, seededRandom } from './random.ts';
 import { BINARY_COLLATION, type GenColumn, type GeneratedSchema, type GenTable, randomValue } from './schema-gen.ts';
@@ -508,13 +509,12 @@ export function removedBySink(m: GenericMismatch, ev: SinkRemovalEvidence): bool
   if (m.actual !== null || m.expected.row === null || m.expected.version === 'none') return false;
   if (ev.reasons.some((r) => r.startsWith('unique key clash: removed'))) return true;
   // Deleted as a node's own write (a follow-up of a parent delete, logged at the written version on that node): a newer tombstone.
-  if (ev.reasons.some((r) => r.startsWith(FOLLOW_UP_CASCADE)) && ev.tombstoneVersion !== undefined && ev.tombstoneVersion > BigInt(m.expected.version)) return true;
+  if (ev.reasons.some((r) => r.startsWith(FOLLOW_UP_CASCADE_REASON)) && ev.tombstoneVersion !== undefined && ev.tombstoneVersion > BigInt(m.expected.version)) return true;
   return ev.reasons.some((r) => r.startsWith('foreign key cascade')) && ev.tombstoneVersion === BigInt(m.expected.version);
 }
 
-/** How the sink logs the foreign-key follow-ups it runs as its node's own writes (writer/foreign-keys.ts). */
-const FOLLOW_UP_CASCADE = 'foreign key cascade: removed by this node as its own delete';
-const FOLLOW_UP_SET_NULL = /^foreign key set null: .* cleared by this node as its own update/;
+/** A SET NULL follow-up's conflict-log reason (writer/foreign-keys.ts). */
+const isSetNullFollowUp = (r: string) => r.startsWith('foreign key set null:') && r.includes(FOLLOW_UP_SET_NULL_MARK);
 
 /** The follow-ups any node's sink logged for a table's rows at a version (they replicate as plain writes: the other nodes log nothing). */
 async function followUpReasons(conns: readonly Connection[], metaSchema: string, schema: string, table: string, version: string): Promise<string[]> {
@@ -522,7 +522,7 @@ async function followUpReasons(conns: readonly Connection[], metaSchema: string,
   const out: string[] = [];
   for (const c of conns) {
     const [rows] = await c.query<RowDataPacket[]>(sinkRemovalReasonsSql(metaSchema, true), [schema, table, version]);
-    out.push(...rows.map((r) => String(r.reason)).filter((r) => r.startsWith(FOLLOW_UP_CASCADE) || FOLLOW_UP_SET_NULL.test(r)));
+    out.push(...rows.map((r) => String(r.reason)).filter((r) => r.startsWith(FOLLOW_UP_CASCADE_REASON) || isSetNullFollowUp(r)));
   }
   return out;
 }
@@ -594,7 +594,7 @@ export async function genericMismatches(
         if (removedBySink(m, await sinkRemovalEvidence(c, start.metaSchema, schema, t, m.key.slice(table.length + 1), m.expected.version, versionColumn, followUps))) continue;
       }
       if (clearedBySetNull(t, m)) continue;
-      if (m.actual !== null && m.actual.version !== m.expected.version && clearedBySetNull(t, m, (await followUpReasons(conns, start.metaSchema, schema, table, m.expected.version)).some((r) => FOLLOW_UP_SET_NULL.test(r)))) continue;
+      if (m.actual !== null && m.actual.version !== m.expected.version && clearedBySetNull(t, m, (await followUpReasons(conns, start.metaSchema, schema, table, m.expected.version)).some((r) => isSetNullFollowUp(r)))) continue;
       out.push(m);
     }
   }

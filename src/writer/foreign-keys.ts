@@ -83,6 +83,10 @@ interface CascadeChild extends CascadeChildShape {
   name: string;
 }
 
+/** How the conflict log names a follow-up (the harness oracle reads them): a CASCADE one starts with the first, a SET NULL one holds the second. */
+export const FOLLOW_UP_CASCADE_REASON = 'foreign key cascade: removed by this node as its own delete';
+export const FOLLOW_UP_SET_NULL_MARK = 'cleared by this node as its own update';
+
 /** A child row that a replicated parent delete would change, found before the delete: what this node does of it as its own write. */
 export interface ForeignKeyFollowUp {
   action: 'CASCADE' | 'SET NULL';
@@ -97,8 +101,8 @@ export interface ForeignKeyFollowUp {
 
 /**
  * A batch's parent delete meets child rows the deleting node did not know: the batch is rolled back,
- * the follow-ups run as this node's own (stamped) writes (applyForeignKeyFollowUps), and the batch
- * runs again. Not a failure: the worker does not count it as an attempt.
+ * the follow-ups run as this node's own writes (applyForeignKeyFollowUps), and the batch runs again.
+ * Not a failure: the worker does not count it as an attempt.
  */
 export class ForeignKeyFollowUpNeeded extends Error {
   constructor(readonly followUps: ForeignKeyFollowUp[]) {
@@ -463,8 +467,8 @@ export async function applyForeignKeyFollowUps(io: ForeignKeyIo, nodeId: number,
         sourceId,
         reason:
           f.action === 'CASCADE'
-            ? `foreign key cascade: removed by this node as its own delete (version ${to}) before the delete of its parent ${f.parent} (${f.child.name}) from another node, which did not know the row`
-            : `foreign key set null: ${f.child.name} (${f.child.columns.map((c) => c.child).join(', ')}) cleared by this node as its own update (version ${to}) before the delete of its parent ${f.parent} from another node, which did not know the row`,
+            ? `${FOLLOW_UP_CASCADE_REASON} (version ${to}) before the delete of its parent ${f.parent} (${f.child.name}) from another node, which did not know the row`
+            : `foreign key set null: ${f.child.name} (${f.child.columns.map((c) => c.child).join(', ')}) ${FOLLOW_UP_SET_NULL_MARK} (version ${to}) before the delete of its parent ${f.parent} from another node, which did not know the row`,
         version: f.version,
         columns: f.child.primaryKey,
         value: (_c, i) => f.key[i],

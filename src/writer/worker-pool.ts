@@ -176,6 +176,12 @@ class ApplyWorker {
           // Not a failure: the follow-ups run, then the batch again (the same attempt).
           followUps = err.followUps;
           followUpRounds++;
+          if (followUpRounds === MAX_FOLLOW_UP_ROUNDS) {
+            this.o.logger.warn('foreign-key follow-up: children keep appearing; this batch leaves the rest to the server’s ON DELETE action (no version of their own)', {
+              worker: this.index,
+              rounds: followUpRounds,
+            });
+          }
           attempt--;
           continue;
         }
