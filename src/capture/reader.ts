@@ -20,7 +20,7 @@ import { type AssembledItem, type CaptureEvent, type SchemaChange, TransactionAs
 import { type TableFilter, type TableSelector, tableFilter } from './filter.ts';
 import { parsePosition } from './position.ts';
 import { RowImageRepairer } from './repair.ts';
-import { binlogFiles, checkPositionAvailable, currentPosition, sourceSettings, unsafeSettings } from './source.ts';
+import { binlogFiles, capturedTables, checkPositionAvailable, currentPosition, sourceSettings, unsafeSettings } from './source.ts';
 import { type ColumnShape, normalizeRow, TYPE_BLOB, TYPE_JSON } from './values.ts';
 
 /** What capture hands to the apply side. Each call is awaited before the next one is made. */
@@ -373,6 +373,7 @@ export class BinlogCapture {
       const problems = unsafeSettings(settings);
       if (problems.length > 0) throw new UnsafeSourceError(describeTarget(this.options.source), problems);
       await checkPositionAvailable(conn, position);
+      this.assembler.knowTables(await capturedTables(conn, this.filter.zongjiIncludeSchema([]), this.metaSchema));
     } finally {
       conn.destroy();
     }

@@ -134,6 +134,25 @@ export async function checkPositionAvailable(conn: SourceConnection, position: s
   }
 }
 
+/**
+ * The captured tables that exist now: the listed ones as named, those of whole-schema selectors read
+ * from information_schema (the meta schema's own tables excluded).
+ */
+export async function capturedTables(conn: SourceConnection, include: Readonly<Record<string, string[] | true>>, metaSchema: string): Promise<Array<{ schema: string; table: string }>> {
+  const out: Array<{ schema: string; table: string }> = [];
+  const whole: string[] = [];
+  for (const [schema, tables] of Object.entries(include)) {
+    if (schema === metaSchema) continue;
+    if (tables === true) whole.push(schema);
+    else for (const table of tables) out.push({ schema, table });
+  }
+  if (whole.length > 0) {
+    const found = await rows(conn, `SELECT TABLE_SCHEMA AS s, TABLE_NAME AS t FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' AND TABLE_SCHEMA IN (${whole.map(() => '?').join(', ')})`, whole);
+    for (const r of found) out.push({ schema: String(r.s), table: String(r.t) });
+  }
+  return out;
+}
+
 export interface BinlogLag {
   head: string;
   /** Binlog bytes between the position and the head (0 when caught up). */

@@ -72,9 +72,15 @@ function setNullAcrossNodes(ctx: EngineContext): void {
     } finally {
       await rep.stop();
     }
+    // B, which held the parent, clears the reference as its own write just above the child's version.
+    const [logged] = await b.query<RowDataPacket[]>("SELECT reason FROM lww_meta.conflicts WHERE schema_name = 'fknull' AND table_name = 'c'");
+    expect(logged.map((r) => String(r.reason))).toEqual([expect.stringMatching(/^foreign key set null: .* cleared by this node as its own update/)]);
     const report = await auditHistory({ nodes: urls(ctx), from, tables: ['fknull.p', 'fknull.c'] });
     expectCleanAudit(report);
-    expect(report.foreignKeySetNull).toBe(1);
+    // A lands B's first write (pointing at a parent A deleted) with the reference cleared when it reaches
+    // A before B's clearing write; when both reach A in one batch they coalesce to the clearing write
+    // alone. Either way A never holds the reference. (CI 7a70cce saw the second order on MariaDB.)
+    expect([0, 1]).toContain(report.foreignKeySetNull);
     for (const c of conns) await c.end();
   });
 
