@@ -51,6 +51,8 @@ import {
 import { recordReleases, settleClaims, withoutClaimLosers } from './claims.ts';
 import type { KeyPlan, PlannedUpsert, TablePlan } from './coalesce.ts';
 import {
+  type AnyForeignKeyFollowUp,
+  type ArrivalFollowUp,
   applyForeignKeyFollowUps,
   dropChildOfDeletedParent,
   type ForeignKeyFollowUp,
@@ -126,6 +128,8 @@ export interface ApplyContext {
   foreignKeyFollowUps?: boolean;
   /** This attempt's SET NULL children of deleted parents, checked before COMMIT (set by applyBatch). */
   followUpWatch?: ForeignKeyFollowUp[];
+  /** This attempt's child writes refused for a parent deleted here, run as follow-ups before COMMIT (set by applyBatch). */
+  arrivalWatch?: ArrivalFollowUp[];
 }
 
 export interface BatchOutcome {
@@ -334,7 +338,23 @@ export function foreignKeyIo(ctx: ApplyContext): ForeignKeyIo {
     logConflict: (table, c) => logConflict(ctx, table, c),
     discard: () => ctx.conn.destroy(),
     ...(ctx.followUpWatch ? { followUps: ctx.followUpWatch } : {}),
+    ...(ctx.arrivalWatch ? { arrivals: ctx.arrivalWatch } : {}),
   };
+}
+
+/**
+ * The target's node id (lww_meta.node, written by install), which its own writes carry in their
+ * versions; undefined on a target that was not installed (a sink fed from elsewhere): nothing of
+ * its own is captured there, so it writes no follow-ups.
+ */
+export async function targetNodeId(ctx: Pick<ApplyContext, 'conn' | 'metaSchema'>): Promise<number | undefined> {
+  try {
+    const [rows] = await ctx.conn.query<RowDataPacket[]>(selectNodeIdSql(ctx.metaSchema));
+    return rows.length === 0 ? undefined : Number(rows[0]!.nodeId);
+  } catch (err) {
+    if ((err as { errno?: number }).errno === 1146) return undefined;
+    throw err;
+  }
 }
 
 /**
@@ -342,12 +362,10 @@ export function foreignKeyIo(ctx: ApplyContext): ForeignKeyIo {
  * the batch rolled back: one transaction with no checkpoint row (capture hands it on as this node's
  * own), at versions of this node (lww_meta.node) just above each child's.
  */
-export async function runForeignKeyFollowUps(ctx: ApplyContext, followUps: readonly ForeignKeyFollowUp[], sourceId: string): Promise<number> {
-  const [rows] = await ctx.conn.query<RowDataPacket[]>(selectNodeIdSql(ctx.metaSchema));
-  if (rows.length === 0) throw new Error(`${ctx.metaSchema}.node holds no node id: install the node first`);
+export async function runForeignKeyFollowUps(ctx: ApplyContext, nodeId: number, followUps: readonly AnyForeignKeyFollowUp[], sourceId: string): Promise<number> {
   return applyForeignKeyFollowUps(
-    foreignKeyIo({ ...ctx, followUpWatch: undefined }),
-    Number(rows[0]!.nodeId),
+    foreignKeyIo({ ...ctx, followUpWatch: undefined, arrivalWatch: undefined }),
+    nodeId,
     async () => {
       await ctx.conn.query('COMMIT');
     },
@@ -762,6 +780,7 @@ async function applyTableBypass(ctx: ApplyContext, plan: TablePlan, counts: Tabl
 export async function applyBatch(ctx: ApplyContext, plans: TablePlan[], advances: CheckpointAdvance[]): Promise<BatchOutcome> {
   const tables = new Map<string, TableCounters>();
   ctx.followUpWatch = ctx.foreignKeyFollowUps && !ctx.bypass ? [] : undefined;
+  ctx.arrivalWatch = ctx.foreignKeyFollowUps && !ctx.bypass ? [] : undefined;
   if (!ctx.implicitBegin) await ctx.conn.query('BEGIN');
   try {
     // The checkpoint first: a capture reading this transaction from the binlog knows from its first
@@ -795,9 +814,10 @@ export async function applyBatch(ctx: ApplyContext, plans: TablePlan[], advances
       for (const plan of [...plans].reverse()) await applyDeletesLww(ctx, plan, countsOf(plan), sourceIds);
       for (const plan of plans) await applyUpsertsLww(ctx, plan, countsOf(plan));
     }
-    if (ctx.followUpWatch && ctx.followUpWatch.length > 0) {
+    if ((ctx.followUpWatch && ctx.followUpWatch.length > 0) || (ctx.arrivalWatch && ctx.arrivalWatch.length > 0)) {
       // SET NULL children the server cleared with no version of their own, which nothing in the batch wrote newer since.
-      const due = await followUpsStillDue(foreignKeyIo(ctx), ctx.followUpWatch);
+      const due: AnyForeignKeyFollowUp[] = ctx.followUpWatch && ctx.followUpWatch.length > 0 ? await followUpsStillDue(foreignKeyIo(ctx), ctx.followUpWatch) : [];
+      due.push(...(ctx.arrivalWatch ?? []));
       if (due.length > 0) throw new ForeignKeyFollowUpNeeded(due);
     }
     ctx.beforeCommit?.();

@@ -71,6 +71,8 @@ export interface ForeignKeyIo {
   discard(): void;
   /** Set: children of parents this batch deletes are collected as follow-ups (rowsToDelete), not left to the server's action. */
   followUps?: ForeignKeyFollowUp[];
+  /** Set: child writes refused for a parent deleted here are collected as follow-ups (dropChildOfDeletedParent). */
+  arrivals?: ArrivalFollowUp[];
 }
 
 const ROWS_PER_STATEMENT = 500;
@@ -100,13 +102,40 @@ export interface ForeignKeyFollowUp {
 }
 
 /**
- * A batch's parent delete meets child rows the deleting node did not know: the batch is rolled back,
- * the follow-ups run as this node's own writes (applyForeignKeyFollowUps), and the batch runs again.
- * Not a failure: the worker does not count it as an attempt.
+ * A replicated child write refused by an ON DELETE CASCADE foreign key because its parent was deleted
+ * here: this node's own delete of the key, just above the write's version. At the write's own version
+ * (the path without follow-ups) the node that wrote the child keeps its row at that version when the
+ * parent's delete and a new write of the parent reach it in one batch (they coalesce: no delete, no
+ * follow-up there): one version, row on one node, tombstone on the other (generated seeds 109 on
+ * MariaDB, 114 on MySQL). This node's newer delete reaches it and removes the row there too.
+ */
+export interface ArrivalFollowUp {
+  action: 'CASCADE';
+  arrival: true;
+  meta: TableMeta;
+  key: SqlValue[];
+  /** The refused write's version. */
+  version: bigint;
+  /** The foreign keys whose parents were gone. */
+  gone: string;
+}
+
+export type AnyForeignKeyFollowUp = ForeignKeyFollowUp | ArrivalFollowUp;
+
+/** The table a follow-up changes (schema.table). */
+export function followUpTable(f: AnyForeignKeyFollowUp): string {
+  return 'arrival' in f ? name(f.meta) : `${f.child.schema}.${f.child.table}`;
+}
+
+/**
+ * A batch's parent delete meets child rows the deleting node did not know, or a child write meets a
+ * parent deleted here: the batch is rolled back, the follow-ups run as this node's own writes
+ * (applyForeignKeyFollowUps), and the batch runs again. Not a failure: the worker does not count it
+ * as an attempt.
  */
 export class ForeignKeyFollowUpNeeded extends Error {
-  constructor(readonly followUps: ForeignKeyFollowUp[]) {
-    super(`${followUps.length} child row(s) of a replicated parent delete need this node's own foreign-key action first`);
+  constructor(readonly followUps: AnyForeignKeyFollowUp[]) {
+    super(`${followUps.length} child row(s) need this node's own foreign-key action first`);
   }
 }
 
@@ -300,6 +329,8 @@ export async function dropChildOfDeletedParent(io: ForeignKeyIo, meta: TableMeta
     if (deleted.length > 0) gone.push(`${fk.name} (${fk.columns.join(', ')})`);
   }
   if (gone.length === 0) return false;
+  // Written all the same (the batch goes on to its end and is rolled back), so that one round finds every such write.
+  io.arrivals?.push({ action: 'CASCADE', arrival: true, meta, key: k.key, version: up.version, gone: gone.join(', ') });
   const tombRow = [...k.key, up.version.toString()];
   // Tombstone first, then the row (apply.ts: a local insert re-reads the tombstone after its row exists).
   await io.run(name(meta), upsertTombstones(tombShapeOf(meta, io.metaSchema), [tombRow], io.dialect));
@@ -419,6 +450,26 @@ async function childrenOf(io: ForeignKeyIo, meta: TableMeta, children: readonly 
   return out;
 }
 
+/**
+ * A refused child write's key deleted by this node at `to` (ArrivalFollowUp): the tombstone raised
+ * to it, a stored row older than it removed (tombstone first, as every delete). A key already
+ * tombstoned at or above `to` (a replay) is left as it is. Returns the rows removed.
+ */
+async function deleteOnArrival(io: ForeignKeyIo, f: ArrivalFollowUp, to: bigint, sourceId: string): Promise<number> {
+  const tombRow = [...f.key, to.toString()];
+  const raised = await io.run(name(f.meta), upsertTombstones(tombShapeOf(f.meta, io.metaSchema), [tombRow], io.dialect));
+  const removed = (await io.run(name(f.meta), guardedDelete(shapeOf(f.meta), [tombRow]))).affectedRows;
+  if (raised.affectedRows === 0 && removed === 0) return 0;
+  await io.logConflict(f.meta, {
+    sourceId,
+    reason: `${FOLLOW_UP_CASCADE_REASON} (version ${to}): ${f.gone} named a parent deleted here`,
+    version: f.version,
+    columns: f.meta.primaryKey,
+    value: (_c, i) => f.key[i],
+  });
+  return removed;
+}
+
 /** Of these SET NULL follow-ups, the ones whose rows still hold the version they were found at (the foreign key's action left them so). */
 export async function followUpsStillDue(io: ForeignKeyIo, followUps: readonly ForeignKeyFollowUp[]): Promise<ForeignKeyFollowUp[]> {
   const due: ForeignKeyFollowUp[] = [];
@@ -447,13 +498,17 @@ export async function followUpsStillDue(io: ForeignKeyIo, followUps: readonly Fo
  * bring a concurrently deleted row back (generated seed 101 on MariaDB). Logged in the conflict log
  * at the row's version. Returns how many rows changed.
  */
-export async function applyForeignKeyFollowUps(io: ForeignKeyIo, nodeId: number, commit: () => Promise<void>, rollback: () => Promise<void>, followUps: readonly ForeignKeyFollowUp[], sourceId: string): Promise<number> {
+export async function applyForeignKeyFollowUps(io: ForeignKeyIo, nodeId: number, commit: () => Promise<void>, rollback: () => Promise<void>, followUps: readonly AnyForeignKeyFollowUp[], sourceId: string): Promise<number> {
   let changed = 0;
   try {
     for (const f of followUps) {
-      const name = `${f.child.schema}.${f.child.table}`;
       // DESIGN.md's hlc with the clock left out: the least version of this node above the row's.
       const to = nextVersion(f.version, 0n, nodeId);
+      if ('arrival' in f) {
+        changed += await deleteOnArrival(io, f, to, sourceId);
+        continue;
+      }
+      const name = `${f.child.schema}.${f.child.table}`;
       if (f.action === 'CASCADE') {
         // Locked first, so the tombstone is written only for a row that is then deleted (tombstone before row, as every delete).
         if ((await io.select(name, childAtVersion(f.child, f.key, f.version, 'lock'))).length === 0) continue;

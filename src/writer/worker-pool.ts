@@ -16,9 +16,9 @@ import { backoffDelay, isConnectionLost, isRetryable, serverMessage, sleep } fro
 import { ApplyError, OwnershipLostError, SinkClosedError } from '../errors.ts';
 import type { Logger } from '../log/logger.ts';
 import type { Dialect } from '../sql/dialect.ts';
-import { type ApplyContext, applyBatch, type BatchOutcome, type CheckpointAdvance, runForeignKeyFollowUps, StatementError } from './apply.ts';
+import { type ApplyContext, applyBatch, type BatchOutcome, type CheckpointAdvance, runForeignKeyFollowUps, StatementError, targetNodeId } from './apply.ts';
 import { coalesce } from './coalesce.ts';
-import { type ForeignKeyFollowUp, ForeignKeyFollowUpNeeded } from './foreign-keys.ts';
+import { type AnyForeignKeyFollowUp, ForeignKeyFollowUpNeeded, followUpTable } from './foreign-keys.ts';
 import { splitOps } from './partition-keys.ts';
 import type { KeyOp } from './prepare.ts';
 
@@ -111,6 +111,8 @@ const MAX_FOLLOW_UP_ROUNDS = 4;
 
 class ApplyWorker {
   private conn: Connection | null = null;
+  /** The target's node id for foreign-key follow-ups; null: not installed, so none are written (read once). */
+  private nodeId: number | null | undefined;
   /** Per source: when this worker last committed its checkpoint row, and to which apply_seq. */
   readonly advanced = new Map<string, { at: number; seq: bigint }>();
 
@@ -127,7 +129,7 @@ class ApplyWorker {
     const { beforeCommit, commitSent, afterCommit } = ctx.hooks ?? {};
     const progress = this.o.progress;
     // Foreign-key follow-ups (apply.ts runForeignKeyFollowUps) to run before the next attempt, and how many rounds ran.
-    let followUps: ForeignKeyFollowUp[] | undefined;
+    let followUps: AnyForeignKeyFollowUp[] | undefined;
     let followUpRounds = 0;
     for (let attempt = 1; ; attempt++) {
       // After abort() nothing commits: no new attempt, no reconnect.
@@ -149,18 +151,27 @@ class ApplyWorker {
           implicitBegin: true,
           maxPacketBytes: ctx.maxPacketBytes,
           // Children keep appearing (an application adding them as fast): the server's action, as before, after a few rounds.
-          foreignKeyFollowUps: followUpRounds < MAX_FOLLOW_UP_ROUNDS,
+          foreignKeyFollowUps: followUpRounds < MAX_FOLLOW_UP_ROUNDS && this.nodeId !== null,
           ...(beforeCommit ? { beforeCommit: () => beforeCommit(commit) } : {}),
           ...(commitSent ? { commitSent: () => commitSent(commit) } : {}),
           ...(progress ? { track: trackAttempt(progress, this.index, this.conn.threadId ?? undefined, ops.length) } : {}),
         };
+        if (followUps && this.nodeId === undefined) {
+          this.nodeId = (await targetNodeId(applyCtx)) ?? null;
+          if (this.nodeId === null) {
+            this.o.logger.warn('foreign-key follow-ups off: the target has no node id (not installed); child rows get the server’s ON DELETE action and tombstones at their own versions', { worker: this.index });
+            followUps = undefined;
+            attempt--;
+            continue;
+          }
+        }
         if (followUps) {
-          const changed = await runForeignKeyFollowUps(applyCtx, followUps, [...new Set(advances.map((a) => a.sourceId))].join(','));
-          this.o.logger.info('foreign-key follow-up: child rows of a replicated parent delete changed as this node’s own writes', {
+          const changed = await runForeignKeyFollowUps(applyCtx, this.nodeId!, followUps, [...new Set(advances.map((a) => a.sourceId))].join(','));
+          this.o.logger.info('foreign-key follow-up: child rows changed as this node’s own writes (a replicated parent delete, or a child write to a parent deleted here)', {
             worker: this.index,
             found: followUps.length,
             changed,
-            tables: [...new Set(followUps.map((f) => `${f.child.schema}.${f.child.table}`))],
+            tables: [...new Set(followUps.map(followUpTable))],
           });
           followUps = undefined;
         }
