@@ -10,7 +10,7 @@
 // while writes were in flight sees their replicated copies without their origin (those are counted
 // as outside the window when their version is older than the origin's first write in it).
 import type { Connection, RowDataPacket } from 'mysql2/promise';
-import type { TransactionDetails } from '../capture/assembler.ts';
+import type { ConflictWrite, TransactionDetails } from '../capture/assembler.ts';
 import { type BinlogPosition, comparePositions, parsePosition } from '../capture/position.ts';
 import { binlogFileStartTime, startCapture } from '../capture/reader.ts';
 import { binlogFiles, currentPosition } from '../capture/source.ts';
@@ -259,6 +259,24 @@ function rowVersion(row: Row | undefined, versionColumn: string): bigint | undef
   }
 }
 
+/**
+ * Writes the sink logged as resolved in one transaction (apply.ts, foreign-keys.ts): rows a UNIQUE
+ * clash removed, rows written with a SET NULL foreign key cleared, child rows gone with a CASCADE
+ * parent; every reason by table and version. Rows of one multi-row source write share a version, so
+ * one row's removal and another's cleared reference can both be logged at it (before, the last
+ * reason hid the others: harness --schema-gen 105 on MySQL, a removal reported `inconsistent`).
+ */
+export function resolvedReasons(conflicts: readonly ConflictWrite[]): (table: string, version: bigint) => readonly string[] {
+  const byWrite = new Map<string, string[]>();
+  for (const c of conflicts) {
+    const id = `${c.schema}.${c.table}\u0000${c.version}`;
+    const list = byWrite.get(id);
+    if (list) list.push(c.reason);
+    else byWrite.set(id, [c.reason]);
+  }
+  return (table, version) => byWrite.get(`${table}\u0000${version}`) ?? [];
+}
+
 /** Turns a captured transaction into per-key writes; remembers each key's captured values for lookups. */
 function toHistory(
   session: NodeSession,
@@ -269,14 +287,12 @@ function toHistory(
 ): HistoryTransaction {
   const writes: KeyWrite[] = [];
   const untombstoned = new Set(details?.untombstoned ?? []);
-  // Writes the sink logged as resolved (apply.ts, foreign-keys.ts): rows a UNIQUE clash removed, rows
-  // written with a SET NULL foreign key cleared, child rows gone with a CASCADE parent; by table and version.
-  const resolved = new Map((details?.conflicts ?? []).map((c) => [`${c.schema}.${c.table}\u0000${c.version}`, c.reason]));
+  const reasons = resolvedReasons(details?.conflicts ?? []);
   const markResolved = (w: KeyWrite) => {
-    const reason = w.version === undefined ? undefined : resolved.get(`${w.table}\u0000${w.version}`);
-    if (w.op === 'delete' && reason?.startsWith('unique key clash: removed')) w.uniqueClash = true;
-    if (w.op === 'delete' && reason?.startsWith('foreign key cascade')) w.cascaded = true;
-    if (w.op === 'upsert' && reason?.startsWith('foreign key set null')) w.setNull = true;
+    const logged = w.version === undefined ? [] : reasons(w.table, w.version);
+    if (w.op === 'delete' && logged.some((r) => r.startsWith('unique key clash: removed'))) w.uniqueClash = true;
+    if (w.op === 'delete' && logged.some((r) => r.startsWith('foreign key cascade'))) w.cascaded = true;
+    if (w.op === 'upsert' && logged.some((r) => r.startsWith('foreign key set null'))) w.setNull = true;
     return w;
   };
   // Tombstone writes of each key in order: the n-th delete of a key in the transaction wrote the n-th.
