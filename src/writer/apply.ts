@@ -494,9 +494,20 @@ async function upsertPart(ctx: ApplyContext, meta: TableMeta, part: KeyPlan[], c
         for (const one of part) clashed.push(...(await upsertPart(ctx, meta, [one], counts, hasUnique, true)));
         return clashed;
       }
+      // A stale write (a replay of one this node already settled newer) is refused by the foreign key
+      // before the upsert's version guard: it changes nothing, whatever its parent.
+      const [stored] = await readBack(ctx, meta, [part[0]!.key]);
+      if (stored?.row !== undefined && stored.row >= part[0]!.upsert!.version) {
+        counts.skippedStale++;
+        return [];
+      }
       if (await dropChildOfDeletedParent(foreignKeyIo(ctx), meta, part[0]!, counts)) return [];
       const nulled = meta.setNullKeys && (await nullDeletedParents(ctx, meta, part[0]!));
-      if (nulled) return upsertPart(ctx, meta, [nulled], counts, hasUnique, true);
+      if (nulled) {
+        // Landed all the same (the batch runs to its end, then is rolled back for the follow-up).
+        ctx.arrivalWatch?.push({ action: 'SET NULL', arrival: true, meta, key: nulled.key, version: nulled.upsert!.version, gone: nulled.gone, row: nulled.upsert!.row });
+        return upsertPart(ctx, meta, [nulled], counts, hasUnique, true);
+      }
       throw err;
     }
     if (!isDupEntry(err)) throw err;
@@ -514,7 +525,7 @@ async function upsertPart(ctx: ApplyContext, meta: TableMeta, part: KeyPlan[], c
  * that wrote the row ends the same way). Logged, so the audit knows the applied values differ from
  * the origin's. Undefined when no such parent was found (the foreign key error stands).
  */
-async function nullDeletedParents(ctx: ApplyContext, meta: TableMeta, k: KeyPlan): Promise<KeyPlan | undefined> {
+async function nullDeletedParents(ctx: ApplyContext, meta: TableMeta, k: KeyPlan): Promise<(KeyPlan & { gone: string }) | undefined> {
   const up = k.upsert!;
   const row = [...up.row];
   const nulled: string[] = [];
@@ -540,7 +551,7 @@ async function nullDeletedParents(ctx: ApplyContext, meta: TableMeta, k: KeyPlan
   if (nulled.length === 0) return undefined;
   const changed: PlannedUpsert = { ...up, row };
   await logConflict(ctx, meta, ofUpsert(meta, changed, `foreign key set null: ${nulled.join(', ')} named a deleted parent`));
-  return { ...k, upsert: changed };
+  return { ...k, upsert: changed, gone: nulled.join(', ') };
 }
 
 /**

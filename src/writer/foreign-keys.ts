@@ -29,7 +29,7 @@ import type { TableMeta } from '../model/table.ts';
 import { nextVersion } from '../model/version.ts';
 import { COLUMNS_SQL } from '../sql/introspect.ts';
 import type { Dialect } from '../sql/dialect.ts';
-import { ColumnDefault, guardedDelete, keyPlaceholder, rowExists, type SqlValue, type Statement, type TableShape, type TombstoneShape, type UniqueValues, upsertTombstones } from '../sql/dml.ts';
+import { ColumnDefault, deleteTombstoned, guardedDelete, keyPlaceholder, lwwUpsert, rowExists, type SqlValue, type Statement, type TableShape, type TombstoneShape, type UniqueValues, upsertTombstones } from '../sql/dml.ts';
 import {
   type CascadeChildShape,
   COLUMN_EXISTS_SQL,
@@ -102,15 +102,17 @@ export interface ForeignKeyFollowUp {
 }
 
 /**
- * A replicated child write refused by an ON DELETE CASCADE foreign key because its parent was deleted
- * here: this node's own delete of the key, just above the write's version. At the write's own version
+ * A replicated child write refused by a foreign key because its parent was deleted here: this node's
+ * own delete of the key (ON DELETE CASCADE), or its own write of the row with the references cleared
+ * (ON DELETE SET NULL), just above the write's version. At the write's own version
  * (the path without follow-ups) the node that wrote the child keeps its row at that version when the
  * parent's delete and a new write of the parent reach it in one batch (they coalesce: no delete, no
- * follow-up there): one version, row on one node, tombstone on the other (generated seeds 109 on
- * MariaDB, 114 on MySQL). This node's newer delete reaches it and removes the row there too.
+ * follow-up there): one version, row on one node, tombstone (or the reference cleared) on the other
+ * (generated seeds 109 on MariaDB, 114 on MySQL). This node's newer write reaches it and settles the
+ * row there too.
  */
 export interface ArrivalFollowUp {
-  action: 'CASCADE';
+  action: 'CASCADE' | 'SET NULL';
   arrival: true;
   meta: TableMeta;
   key: SqlValue[];
@@ -118,6 +120,8 @@ export interface ArrivalFollowUp {
   version: bigint;
   /** The foreign keys whose parents were gone. */
   gone: string;
+  /** SET NULL: the written row (values of meta.writableColumns) with those references cleared. */
+  row?: SqlValue[];
 }
 
 export type AnyForeignKeyFollowUp = ForeignKeyFollowUp | ArrivalFollowUp;
@@ -470,6 +474,36 @@ async function deleteOnArrival(io: ForeignKeyIo, f: ArrivalFollowUp, to: bigint,
   return removed;
 }
 
+/**
+ * A refused child write's row written by this node at `to` with its references cleared
+ * (ArrivalFollowUp, SET NULL), by the LWW upsert: only over an older row, never under a newer
+ * tombstone. A row whose UNIQUE values another row holds here is not written (the batch then lands
+ * it as before, at its own version). Returns the rows written.
+ */
+async function clearOnArrival(io: ForeignKeyIo, f: ArrivalFollowUp, to: bigint, sourceId: string): Promise<number> {
+  const row = [...f.row!];
+  row[row.length - 1] = to.toString();
+  const shape = shapeOf(f.meta);
+  let written: number;
+  try {
+    written = (await io.run(name(f.meta), lwwUpsert(shape, [row], io.dialect))).affectedRows;
+  } catch (err) {
+    const errno = (err as { cause?: { errno?: number } }).cause?.errno;
+    if (errno === 1062 || errno === 1586) return 0;
+    throw err;
+  }
+  if (written === 0) return 0;
+  if ((await io.run(name(f.meta), deleteTombstoned(shape, tombShapeOf(f.meta, io.metaSchema), [f.key]))).affectedRows > 0) return 0;
+  await io.logConflict(f.meta, {
+    sourceId,
+    reason: `foreign key set null: ${f.gone} ${FOLLOW_UP_SET_NULL_MARK} (version ${to}): it named a parent deleted here`,
+    version: f.version,
+    columns: f.meta.writableColumns,
+    value: (_c, i) => row[i],
+  });
+  return 1;
+}
+
 /** Of these SET NULL follow-ups, the ones whose rows still hold the version they were found at (the foreign key's action left them so). */
 export async function followUpsStillDue(io: ForeignKeyIo, followUps: readonly ForeignKeyFollowUp[]): Promise<ForeignKeyFollowUp[]> {
   const due: ForeignKeyFollowUp[] = [];
@@ -505,7 +539,7 @@ export async function applyForeignKeyFollowUps(io: ForeignKeyIo, nodeId: number,
       // DESIGN.md's hlc with the clock left out: the least version of this node above the row's.
       const to = nextVersion(f.version, 0n, nodeId);
       if ('arrival' in f) {
-        changed += await deleteOnArrival(io, f, to, sourceId);
+        changed += f.action === 'CASCADE' ? await deleteOnArrival(io, f, to, sourceId) : await clearOnArrival(io, f, to, sourceId);
         continue;
       }
       const name = `${f.child.schema}.${f.child.table}`;

@@ -91,6 +91,57 @@ function setNullAcrossNodes(ctx: EngineContext): void {
     for (const c of conns) await c.end();
   });
 
+  // The child's write reaches the deleting node while its parent is gone there, and the parent's
+  // delete and new write reach the child's node in one batch (coalesced: no delete, no follow-up
+  // there). Before: the deleting node landed the child with the reference cleared at the child's own
+  // version, the child's node kept the reference at that version. Now the deleting node writes the
+  // cleared row as its own write, which reaches the child's node.
+  it('a child write reaching the node that deleted its parent before the parent is written again there: the reference is cleared on both, as that node’s own write', async () => {
+    const db = 'fknull5';
+    const conns = await setupNodes(urls(ctx), db, DDL, ['p', 'c']);
+    const [a, b] = conns as [Connection, Connection];
+    let rep = await startReplicator(urls(ctx));
+    await a.query(`INSERT INTO ${db}.p (id, name) VALUES (1, 'parent')`);
+    await a.query(`INSERT INTO ${db}.c (id, pid, note) VALUES (10, NULL, 'child')`);
+    await converged(conns, db, 'c');
+    await rep.stop();
+    const from = await binlogHeads(urls(ctx));
+    await a.query(`DELETE FROM ${db}.p WHERE id = 1`);
+    await pause();
+    await b.query(`UPDATE ${db}.c SET pid = 1, note = 'adopted' WHERE id = 10`);
+    const [[written]] = await b.query<RowDataPacket[]>(`SELECT CAST(_lww_ts AS CHAR) AS v FROM ${db}.c WHERE id = 10`);
+    // B's write reaches A now, as B's direction delivers it (the replicator delivers it again later: a replay).
+    const sink = createSink({ target: urls(ctx)[0]!, failpoints: '' });
+    try {
+      await sink.write({ sourceId: `${db}-b`, position: '1', changes: [{ schema: db, table: 'c', op: 'update', after: { id: 10, pid: 1, note: 'adopted' }, version: written!.v as string }] });
+      await sink.flush();
+    } finally {
+      await sink.close();
+    }
+    const cleared = `10|null|adopted|${above(written!.v as string, await nodeId(a))}`;
+    const state = (c: Connection) => textRows(c, `SELECT id, COALESCE(pid, "null"), note, CAST(_lww_ts AS CHAR) FROM ${db}.c`);
+    expect(await state(a)).toEqual([cleared]);
+    await pause();
+    await a.query(`INSERT INTO ${db}.p (id, name) VALUES (1, 'again')`);
+    rep = await startReplicator(urls(ctx), { sink: { batch: { maxRows: 1000, maxDelayMs: 500 } }, applyWorkers: 1 });
+    try {
+      await converged(conns, db, 'p');
+      await converged(conns, db, 'c');
+      expect((await rep.status()).directions.map((d) => d.state)).toEqual(['streaming', 'streaming']);
+      for (const c of conns) {
+        expect(await textRows(c, `SELECT id, name FROM ${db}.p`)).toEqual(['1|again']);
+        expect(await state(c)).toEqual([cleared]);
+      }
+      const [logged] = await a.query<RowDataPacket[]>(`SELECT reason, CAST(version AS CHAR) AS v FROM lww_meta.conflicts WHERE table_name = 'c' AND schema_name = '${db}'`);
+      expect(logged.map((r) => `${r.v}|${r.reason}`)).toEqual([expect.stringMatching(new RegExp(`^${written!.v}\\|foreign key set null: .* cleared by this node as its own update \\(version \\d+\\): it named a parent deleted here`))]);
+    } finally {
+      await rep.stop();
+    }
+    const report = await auditHistory({ nodes: urls(ctx), from, tables: [`${db}.p`, `${db}.c`] });
+    expectCleanAudit(report);
+    for (const c of conns) await c.end();
+  });
+
   // The deleting node writes the parent again before the child's write reaches it, and the delete and
   // the new write reach the child's node in two batches (harness --schema-gen 107, 117 on MySQL).
   // Before: the child's node cleared the reference by the server's action, with no version of its
