@@ -37,6 +37,7 @@ import {
   FOREIGN_KEY_CHECKS_OFF_SQL,
   FOREIGN_KEYS_BY_DELETE_RULE_SQL,
   childAtVersion,
+  lockKeyState,
   childRowsAtVersions,
   lockCascadedChildren,
   PRIMARY_KEY_COLUMNS_SQL,
@@ -455,33 +456,56 @@ async function childrenOf(io: ForeignKeyIo, meta: TableMeta, children: readonly 
 }
 
 /**
+ * The stored state of a follow-up's key, locked: undefined when the key is settled at or above `to`
+ * already (a tombstone or row that new: nothing to do, and a tombstone write that changes nothing
+ * would leave a delete without its tombstone in the binlog); else the key as the row spells it
+ * (or as the write did, with no row) and whether a row is there.
+ */
+async function keyBelow(io: ForeignKeyIo, meta: TableMeta, key: SqlValue[], to: bigint): Promise<{ key: SqlValue[]; row: boolean } | undefined> {
+  const locks = lockKeyState(shapeOf(meta), tombShapeOf(meta, io.metaSchema), key);
+  const [row] = await io.select(name(meta), locks.row);
+  const tombs = await io.select(name(meta), locks.tombstone);
+  if (tombs.some((t) => BigInt(String(t._lww_v)) >= to)) return undefined;
+  if (row && BigInt(String(row._lww_v)) >= to) return undefined;
+  return { key: row ? meta.primaryKey.map((k) => row[k] as SqlValue) : key, row: row !== undefined };
+}
+
+/**
  * A refused child write's key deleted by this node at `to` (ArrivalFollowUp): the tombstone raised
- * to it, a stored row older than it removed (tombstone first, as every delete). A key already
- * tombstoned at or above `to` (a replay) is left as it is. Returns the rows removed.
+ * to it, a stored row older than it removed (tombstone first, as every delete), both spelled as the
+ * stored row spells the key. A key already settled at or above `to` (a replay) is left as it is.
+ * Returns the rows removed.
  */
 async function deleteOnArrival(io: ForeignKeyIo, f: ArrivalFollowUp, to: bigint, sourceId: string): Promise<number> {
-  const tombRow = [...f.key, to.toString()];
-  const raised = await io.run(name(f.meta), upsertTombstones(tombShapeOf(f.meta, io.metaSchema), [tombRow], io.dialect));
-  const removed = (await io.run(name(f.meta), guardedDelete(shapeOf(f.meta), [tombRow]))).affectedRows;
-  if (raised.affectedRows === 0 && removed === 0) return 0;
+  const state = await keyBelow(io, f.meta, f.key, to);
+  if (!state) return 0;
+  const tombRow = [...state.key, to.toString()];
+  await io.run(name(f.meta), upsertTombstones(tombShapeOf(f.meta, io.metaSchema), [tombRow], io.dialect));
+  const removed = state.row ? (await io.run(name(f.meta), guardedDelete(shapeOf(f.meta), [tombRow]))).affectedRows : 0;
   await io.logConflict(f.meta, {
     sourceId,
     reason: `${FOLLOW_UP_CASCADE_REASON} (version ${to}): ${f.gone} named a parent deleted here`,
     version: f.version,
     columns: f.meta.primaryKey,
-    value: (_c, i) => f.key[i],
+    value: (_c, i) => state.key[i],
   });
   return removed;
 }
 
 /**
  * A refused child write's row written by this node at `to` with its references cleared
- * (ArrivalFollowUp, SET NULL), by the LWW upsert: only over an older row, never under a newer
- * tombstone. A row whose UNIQUE values another row holds here is not written (the batch then lands
- * it as before, at its own version). Returns the rows written.
+ * (ArrivalFollowUp, SET NULL), by the LWW upsert, keyed as the stored row spells the key (a respell
+ * would be a key change capture cannot pair with a tombstone). A key settled at or above `to` is
+ * left as it is; a row whose UNIQUE values another row holds here is not written (the batch then
+ * lands it as before, at its own version). Returns the rows written.
  */
 async function clearOnArrival(io: ForeignKeyIo, f: ArrivalFollowUp, to: bigint, sourceId: string): Promise<number> {
+  const state = await keyBelow(io, f.meta, f.key, to);
+  if (!state) return 0;
   const row = [...f.row!];
+  f.meta.primaryKey.forEach((k, i) => {
+    row[f.meta.writableColumns.indexOf(k)] = state.key[i]!;
+  });
   row[row.length - 1] = to.toString();
   const shape = shapeOf(f.meta);
   let written: number;
@@ -493,7 +517,11 @@ async function clearOnArrival(io: ForeignKeyIo, f: ArrivalFollowUp, to: bigint, 
     throw err;
   }
   if (written === 0) return 0;
-  if ((await io.run(name(f.meta), deleteTombstoned(shape, tombShapeOf(f.meta, io.metaSchema), [f.key]))).affectedRows > 0) return 0;
+  // The tombstone was read locked below `to`; one written since would leave a delete without its
+  // tombstone in this transaction: refused, the worker's retry reads again.
+  if ((await io.run(name(f.meta), deleteTombstoned(shape, tombShapeOf(f.meta, io.metaSchema), [state.key]))).affectedRows > 0) {
+    throw new Error(`a tombstone of ${name(f.meta)} appeared under a foreign-key follow-up's lock`);
+  }
   await io.logConflict(f.meta, {
     sourceId,
     reason: `foreign key set null: ${f.gone} ${FOLLOW_UP_SET_NULL_MARK} (version ${to}): it named a parent deleted here`,
