@@ -51,8 +51,6 @@ import {
 import { recordReleases, settleClaims, withoutClaimLosers } from './claims.ts';
 import type { KeyPlan, PlannedUpsert, TablePlan } from './coalesce.ts';
 import {
-  type AnyForeignKeyFollowUp,
-  type ArrivalFollowUp,
   applyForeignKeyFollowUps,
   dropChildOfDeletedParent,
   type ForeignKeyFollowUp,
@@ -128,8 +126,6 @@ export interface ApplyContext {
   foreignKeyFollowUps?: boolean;
   /** This attempt's SET NULL children of deleted parents, checked before COMMIT (set by applyBatch). */
   followUpWatch?: ForeignKeyFollowUp[];
-  /** This attempt's child writes refused for a parent deleted here, run as follow-ups before COMMIT (set by applyBatch). */
-  arrivalWatch?: ArrivalFollowUp[];
 }
 
 export interface BatchOutcome {
@@ -338,7 +334,6 @@ export function foreignKeyIo(ctx: ApplyContext): ForeignKeyIo {
     logConflict: (table, c) => logConflict(ctx, table, c),
     discard: () => ctx.conn.destroy(),
     ...(ctx.followUpWatch ? { followUps: ctx.followUpWatch } : {}),
-    ...(ctx.arrivalWatch ? { arrivals: ctx.arrivalWatch } : {}),
   };
 }
 
@@ -362,9 +357,9 @@ export async function targetNodeId(ctx: Pick<ApplyContext, 'conn' | 'metaSchema'
  * the batch rolled back: one transaction with no checkpoint row (capture hands it on as this node's
  * own), at versions of this node (lww_meta.node) just above each child's.
  */
-export async function runForeignKeyFollowUps(ctx: ApplyContext, nodeId: number, followUps: readonly AnyForeignKeyFollowUp[], sourceId: string): Promise<number> {
+export async function runForeignKeyFollowUps(ctx: ApplyContext, nodeId: number, followUps: readonly ForeignKeyFollowUp[], sourceId: string): Promise<number> {
   return applyForeignKeyFollowUps(
-    foreignKeyIo({ ...ctx, followUpWatch: undefined, arrivalWatch: undefined }),
+    foreignKeyIo({ ...ctx, followUpWatch: undefined }),
     nodeId,
     async () => {
       await ctx.conn.query('COMMIT');
@@ -503,11 +498,7 @@ async function upsertPart(ctx: ApplyContext, meta: TableMeta, part: KeyPlan[], c
       }
       if (await dropChildOfDeletedParent(foreignKeyIo(ctx), meta, part[0]!, counts)) return [];
       const nulled = meta.setNullKeys && (await nullDeletedParents(ctx, meta, part[0]!));
-      if (nulled) {
-        // Landed all the same (the batch runs to its end, then is rolled back for the follow-up).
-        ctx.arrivalWatch?.push({ action: 'SET NULL', arrival: true, meta, key: nulled.key, version: nulled.upsert!.version, gone: nulled.gone, row: nulled.upsert!.row });
-        return upsertPart(ctx, meta, [nulled], counts, hasUnique, true);
-      }
+      if (nulled) return upsertPart(ctx, meta, [nulled], counts, hasUnique, true);
       throw err;
     }
     if (!isDupEntry(err)) throw err;
@@ -525,7 +516,7 @@ async function upsertPart(ctx: ApplyContext, meta: TableMeta, part: KeyPlan[], c
  * that wrote the row ends the same way). Logged, so the audit knows the applied values differ from
  * the origin's. Undefined when no such parent was found (the foreign key error stands).
  */
-async function nullDeletedParents(ctx: ApplyContext, meta: TableMeta, k: KeyPlan): Promise<(KeyPlan & { gone: string }) | undefined> {
+async function nullDeletedParents(ctx: ApplyContext, meta: TableMeta, k: KeyPlan): Promise<KeyPlan | undefined> {
   const up = k.upsert!;
   const row = [...up.row];
   const nulled: string[] = [];
@@ -551,7 +542,7 @@ async function nullDeletedParents(ctx: ApplyContext, meta: TableMeta, k: KeyPlan
   if (nulled.length === 0) return undefined;
   const changed: PlannedUpsert = { ...up, row };
   await logConflict(ctx, meta, ofUpsert(meta, changed, `foreign key set null: ${nulled.join(', ')} named a deleted parent`));
-  return { ...k, upsert: changed, gone: nulled.join(', ') };
+  return { ...k, upsert: changed };
 }
 
 /**
@@ -791,7 +782,6 @@ async function applyTableBypass(ctx: ApplyContext, plan: TablePlan, counts: Tabl
 export async function applyBatch(ctx: ApplyContext, plans: TablePlan[], advances: CheckpointAdvance[]): Promise<BatchOutcome> {
   const tables = new Map<string, TableCounters>();
   ctx.followUpWatch = ctx.foreignKeyFollowUps && !ctx.bypass ? [] : undefined;
-  ctx.arrivalWatch = ctx.foreignKeyFollowUps && !ctx.bypass ? [] : undefined;
   if (!ctx.implicitBegin) await ctx.conn.query('BEGIN');
   try {
     // The checkpoint first: a capture reading this transaction from the binlog knows from its first
@@ -825,10 +815,9 @@ export async function applyBatch(ctx: ApplyContext, plans: TablePlan[], advances
       for (const plan of [...plans].reverse()) await applyDeletesLww(ctx, plan, countsOf(plan), sourceIds);
       for (const plan of plans) await applyUpsertsLww(ctx, plan, countsOf(plan));
     }
-    if ((ctx.followUpWatch && ctx.followUpWatch.length > 0) || (ctx.arrivalWatch && ctx.arrivalWatch.length > 0)) {
+    if (ctx.followUpWatch && ctx.followUpWatch.length > 0) {
       // SET NULL children the server cleared with no version of their own, which nothing in the batch wrote newer since.
-      const due: AnyForeignKeyFollowUp[] = ctx.followUpWatch && ctx.followUpWatch.length > 0 ? await followUpsStillDue(foreignKeyIo(ctx), ctx.followUpWatch) : [];
-      due.push(...(ctx.arrivalWatch ?? []));
+      const due = await followUpsStillDue(foreignKeyIo(ctx), ctx.followUpWatch);
       if (due.length > 0) throw new ForeignKeyFollowUpNeeded(due);
     }
     ctx.beforeCommit?.();

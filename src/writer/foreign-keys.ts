@@ -29,7 +29,7 @@ import type { TableMeta } from '../model/table.ts';
 import { nextVersion } from '../model/version.ts';
 import { COLUMNS_SQL } from '../sql/introspect.ts';
 import type { Dialect } from '../sql/dialect.ts';
-import { ColumnDefault, deleteTombstoned, guardedDelete, keyPlaceholder, lwwUpsert, rowExists, type SqlValue, type Statement, type TableShape, type TombstoneShape, type UniqueValues, upsertTombstones } from '../sql/dml.ts';
+import { ColumnDefault, guardedDelete, keyPlaceholder, rowExists, type SqlValue, type Statement, type TableShape, type TombstoneShape, type UniqueValues, upsertTombstones } from '../sql/dml.ts';
 import {
   type CascadeChildShape,
   COLUMN_EXISTS_SQL,
@@ -72,8 +72,6 @@ export interface ForeignKeyIo {
   discard(): void;
   /** Set: children of parents this batch deletes are collected as follow-ups (rowsToDelete), not left to the server's action. */
   followUps?: ForeignKeyFollowUp[];
-  /** Set: child writes refused for a parent deleted here are collected as follow-ups (dropChildOfDeletedParent). */
-  arrivals?: ArrivalFollowUp[];
 }
 
 const ROWS_PER_STATEMENT = 500;
@@ -103,44 +101,13 @@ export interface ForeignKeyFollowUp {
 }
 
 /**
- * A replicated child write refused by a foreign key because its parent was deleted here: this node's
- * own delete of the key (ON DELETE CASCADE), or its own write of the row with the references cleared
- * (ON DELETE SET NULL), just above the write's version. At the write's own version
- * (the path without follow-ups) the node that wrote the child keeps its row at that version when the
- * parent's delete and a new write of the parent reach it in one batch (they coalesce: no delete, no
- * follow-up there): one version, row on one node, tombstone (or the reference cleared) on the other
- * (generated seeds 109 on MariaDB, 114 on MySQL). This node's newer write reaches it and settles the
- * row there too.
- */
-export interface ArrivalFollowUp {
-  action: 'CASCADE' | 'SET NULL';
-  arrival: true;
-  meta: TableMeta;
-  key: SqlValue[];
-  /** The refused write's version. */
-  version: bigint;
-  /** The foreign keys whose parents were gone. */
-  gone: string;
-  /** SET NULL: the written row (values of meta.writableColumns) with those references cleared. */
-  row?: SqlValue[];
-}
-
-export type AnyForeignKeyFollowUp = ForeignKeyFollowUp | ArrivalFollowUp;
-
-/** The table a follow-up changes (schema.table). */
-export function followUpTable(f: AnyForeignKeyFollowUp): string {
-  return 'arrival' in f ? name(f.meta) : `${f.child.schema}.${f.child.table}`;
-}
-
-/**
- * A batch's parent delete meets child rows the deleting node did not know, or a child write meets a
- * parent deleted here: the batch is rolled back, the follow-ups run as this node's own writes
- * (applyForeignKeyFollowUps), and the batch runs again. Not a failure: the worker does not count it
- * as an attempt.
+ * A batch's parent delete meets child rows the deleting node did not know: the batch is rolled back,
+ * the follow-ups run as this node's own writes (applyForeignKeyFollowUps), and the batch runs again.
+ * Not a failure: the worker does not count it as an attempt.
  */
 export class ForeignKeyFollowUpNeeded extends Error {
-  constructor(readonly followUps: AnyForeignKeyFollowUp[]) {
-    super(`${followUps.length} child row(s) need this node's own foreign-key action first`);
+  constructor(readonly followUps: ForeignKeyFollowUp[]) {
+    super(`${followUps.length} child row(s) of a replicated parent delete need this node's own foreign-key action first`);
   }
 }
 
@@ -334,8 +301,6 @@ export async function dropChildOfDeletedParent(io: ForeignKeyIo, meta: TableMeta
     if (deleted.length > 0) gone.push(`${fk.name} (${fk.columns.join(', ')})`);
   }
   if (gone.length === 0) return false;
-  // Written all the same (the batch goes on to its end and is rolled back), so that one round finds every such write.
-  io.arrivals?.push({ action: 'CASCADE', arrival: true, meta, key: k.key, version: up.version, gone: gone.join(', ') });
   const tombRow = [...k.key, up.version.toString()];
   // Tombstone first, then the row (apply.ts: a local insert re-reads the tombstone after its row exists).
   await io.run(name(meta), upsertTombstones(tombShapeOf(meta, io.metaSchema), [tombRow], io.dialect));
@@ -455,83 +420,6 @@ async function childrenOf(io: ForeignKeyIo, meta: TableMeta, children: readonly 
   return out;
 }
 
-/**
- * The stored state of a follow-up's key, locked: undefined when the key is settled at or above `to`
- * already (a tombstone or row that new: nothing to do, and a tombstone write that changes nothing
- * would leave a delete without its tombstone in the binlog); else the key as the row spells it
- * (or as the write did, with no row) and whether a row is there.
- */
-async function keyBelow(io: ForeignKeyIo, meta: TableMeta, key: SqlValue[], to: bigint): Promise<{ key: SqlValue[]; row: boolean } | undefined> {
-  const locks = lockKeyState(shapeOf(meta), tombShapeOf(meta, io.metaSchema), key);
-  const [row] = await io.select(name(meta), locks.row);
-  const tombs = await io.select(name(meta), locks.tombstone);
-  if (tombs.some((t) => BigInt(String(t._lww_v)) >= to)) return undefined;
-  if (row && BigInt(String(row._lww_v)) >= to) return undefined;
-  return { key: row ? meta.primaryKey.map((k) => row[k] as SqlValue) : key, row: row !== undefined };
-}
-
-/**
- * A refused child write's key deleted by this node at `to` (ArrivalFollowUp): the tombstone raised
- * to it, a stored row older than it removed (tombstone first, as every delete), both spelled as the
- * stored row spells the key. A key already settled at or above `to` (a replay) is left as it is.
- * Returns the rows removed.
- */
-async function deleteOnArrival(io: ForeignKeyIo, f: ArrivalFollowUp, to: bigint, sourceId: string): Promise<number> {
-  const state = await keyBelow(io, f.meta, f.key, to);
-  if (!state) return 0;
-  const tombRow = [...state.key, to.toString()];
-  await io.run(name(f.meta), upsertTombstones(tombShapeOf(f.meta, io.metaSchema), [tombRow], io.dialect));
-  const removed = state.row ? (await io.run(name(f.meta), guardedDelete(shapeOf(f.meta), [tombRow]))).affectedRows : 0;
-  await io.logConflict(f.meta, {
-    sourceId,
-    reason: `${FOLLOW_UP_CASCADE_REASON} (version ${to}): ${f.gone} named a parent deleted here`,
-    version: f.version,
-    columns: f.meta.primaryKey,
-    value: (_c, i) => state.key[i],
-  });
-  return removed;
-}
-
-/**
- * A refused child write's row written by this node at `to` with its references cleared
- * (ArrivalFollowUp, SET NULL), by the LWW upsert, keyed as the stored row spells the key (a respell
- * would be a key change capture cannot pair with a tombstone). A key settled at or above `to` is
- * left as it is; a row whose UNIQUE values another row holds here is not written (the batch then
- * lands it as before, at its own version). Returns the rows written.
- */
-async function clearOnArrival(io: ForeignKeyIo, f: ArrivalFollowUp, to: bigint, sourceId: string): Promise<number> {
-  const state = await keyBelow(io, f.meta, f.key, to);
-  if (!state) return 0;
-  const row = [...f.row!];
-  f.meta.primaryKey.forEach((k, i) => {
-    row[f.meta.writableColumns.indexOf(k)] = state.key[i]!;
-  });
-  row[row.length - 1] = to.toString();
-  const shape = shapeOf(f.meta);
-  let written: number;
-  try {
-    written = (await io.run(name(f.meta), lwwUpsert(shape, [row], io.dialect))).affectedRows;
-  } catch (err) {
-    const errno = (err as { cause?: { errno?: number } }).cause?.errno;
-    if (errno === 1062 || errno === 1586) return 0;
-    throw err;
-  }
-  if (written === 0) return 0;
-  // The tombstone was read locked below `to`; one written since would leave a delete without its
-  // tombstone in this transaction: refused, the worker's retry reads again.
-  if ((await io.run(name(f.meta), deleteTombstoned(shape, tombShapeOf(f.meta, io.metaSchema), [state.key]))).affectedRows > 0) {
-    throw new Error(`a tombstone of ${name(f.meta)} appeared under a foreign-key follow-up's lock`);
-  }
-  await io.logConflict(f.meta, {
-    sourceId,
-    reason: `foreign key set null: ${f.gone} ${FOLLOW_UP_SET_NULL_MARK} (version ${to}): it named a parent deleted here`,
-    version: f.version,
-    columns: f.meta.writableColumns,
-    value: (_c, i) => row[i],
-  });
-  return 1;
-}
-
 /** Of these SET NULL follow-ups, the ones whose rows still hold the version they were found at (the foreign key's action left them so). */
 export async function followUpsStillDue(io: ForeignKeyIo, followUps: readonly ForeignKeyFollowUp[]): Promise<ForeignKeyFollowUp[]> {
   const due: ForeignKeyFollowUp[] = [];
@@ -560,17 +448,13 @@ export async function followUpsStillDue(io: ForeignKeyIo, followUps: readonly Fo
  * bring a concurrently deleted row back (generated seed 101 on MariaDB). Logged in the conflict log
  * at the row's version. Returns how many rows changed.
  */
-export async function applyForeignKeyFollowUps(io: ForeignKeyIo, nodeId: number, commit: () => Promise<void>, rollback: () => Promise<void>, followUps: readonly AnyForeignKeyFollowUp[], sourceId: string): Promise<number> {
+export async function applyForeignKeyFollowUps(io: ForeignKeyIo, nodeId: number, commit: () => Promise<void>, rollback: () => Promise<void>, followUps: readonly ForeignKeyFollowUp[], sourceId: string): Promise<number> {
   let changed = 0;
   try {
     for (const f of followUps) {
+      const name = `${f.child.schema}.${f.child.table}`;
       // DESIGN.md's hlc with the clock left out: the least version of this node above the row's.
       const to = nextVersion(f.version, 0n, nodeId);
-      if ('arrival' in f) {
-        changed += f.action === 'CASCADE' ? await deleteOnArrival(io, f, to, sourceId) : await clearOnArrival(io, f, to, sourceId);
-        continue;
-      }
-      const name = `${f.child.schema}.${f.child.table}`;
       if (f.action === 'CASCADE') {
         // Locked first, so the tombstone is written only for a row that is then deleted (tombstone before row, as every delete).
         if ((await io.select(name, childAtVersion(f.child, f.key, f.version, 'lock'))).length === 0) continue;

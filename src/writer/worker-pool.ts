@@ -18,7 +18,7 @@ import type { Logger } from '../log/logger.ts';
 import type { Dialect } from '../sql/dialect.ts';
 import { type ApplyContext, applyBatch, type BatchOutcome, type CheckpointAdvance, runForeignKeyFollowUps, StatementError, targetNodeId } from './apply.ts';
 import { coalesce } from './coalesce.ts';
-import { type AnyForeignKeyFollowUp, ForeignKeyFollowUpNeeded, followUpTable } from './foreign-keys.ts';
+import { type ForeignKeyFollowUp, ForeignKeyFollowUpNeeded } from './foreign-keys.ts';
 import { splitOps } from './partition-keys.ts';
 import type { KeyOp } from './prepare.ts';
 
@@ -129,7 +129,7 @@ class ApplyWorker {
     const { beforeCommit, commitSent, afterCommit } = ctx.hooks ?? {};
     const progress = this.o.progress;
     // Foreign-key follow-ups (apply.ts runForeignKeyFollowUps) to run before the next attempt, and how many rounds ran.
-    let followUps: AnyForeignKeyFollowUp[] | undefined;
+    let followUps: ForeignKeyFollowUp[] | undefined;
     let followUpRounds = 0;
     for (let attempt = 1; ; attempt++) {
       // After abort() nothing commits: no new attempt, no reconnect.
@@ -167,11 +167,11 @@ class ApplyWorker {
         }
         if (followUps) {
           const changed = await runForeignKeyFollowUps(applyCtx, this.nodeId!, followUps, [...new Set(advances.map((a) => a.sourceId))].join(','));
-          this.o.logger.info('foreign-key follow-up: child rows changed as this node’s own writes (a replicated parent delete, or a child write to a parent deleted here)', {
+          this.o.logger.info('foreign-key follow-up: child rows of a replicated parent delete changed as this node’s own writes', {
             worker: this.index,
             found: followUps.length,
             changed,
-            tables: [...new Set(followUps.map(followUpTable))],
+            tables: [...new Set(followUps.map((f) => `${f.child.schema}.${f.child.table}`))],
           });
           followUps = undefined;
         }

@@ -1,7 +1,6 @@
 import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { describe, expect, it } from 'vitest';
 import { auditHistory } from '../../src/checker/index.ts';
-import { createSink } from '../../src/index.ts';
 import { describeEachEngine, type EngineContext } from '../helpers/engines.ts';
 import { binlogHeads, converged, eventually, expectCleanAudit, setupNodes, startReplicator, textRows } from '../helpers/replication.ts';
 
@@ -13,6 +12,11 @@ async function nodeId(c: Connection): Promise<bigint> {
   const [[row]] = await c.query<RowDataPacket[]>('SELECT CAST(node_id AS CHAR) AS n FROM lww_meta.node');
   return BigInt(row!.n as string);
 }
+
+// ON DELETE SET NULL between replicated tables, with writes on both nodes: the parent's delete nulls
+// the children itself (its BEFORE DELETE trigger, so the change gets a version and replicates), and a
+// child row newer than its parent's delete lands with the reference cleared.
+
 
 // ON DELETE SET NULL between replicated tables, with writes on both nodes: the parent's delete nulls
 // the children itself (its BEFORE DELETE trigger, so the change gets a version and replicates), and a
@@ -88,57 +92,6 @@ function setNullAcrossNodes(ctx: EngineContext): void {
     // A before B's clearing write; when both reach A in one batch they coalesce to the clearing write
     // alone. Either way A never holds the reference. (CI 7a70cce saw the second order on MariaDB.)
     expect([0, 1]).toContain(report.foreignKeySetNull);
-    for (const c of conns) await c.end();
-  });
-
-  // The child's write reaches the deleting node while its parent is gone there, and the parent's
-  // delete and new write reach the child's node in one batch (coalesced: no delete, no follow-up
-  // there). Before: the deleting node landed the child with the reference cleared at the child's own
-  // version, the child's node kept the reference at that version. Now the deleting node writes the
-  // cleared row as its own write, which reaches the child's node.
-  it('a child write reaching the node that deleted its parent before the parent is written again there: the reference is cleared on both, as that node’s own write', async () => {
-    const db = 'fknull5';
-    const conns = await setupNodes(urls(ctx), db, DDL, ['p', 'c']);
-    const [a, b] = conns as [Connection, Connection];
-    let rep = await startReplicator(urls(ctx));
-    await a.query(`INSERT INTO ${db}.p (id, name) VALUES (1, 'parent')`);
-    await a.query(`INSERT INTO ${db}.c (id, pid, note) VALUES (10, NULL, 'child')`);
-    await converged(conns, db, 'c');
-    await rep.stop();
-    const from = await binlogHeads(urls(ctx));
-    await a.query(`DELETE FROM ${db}.p WHERE id = 1`);
-    await pause();
-    await b.query(`UPDATE ${db}.c SET pid = 1, note = 'adopted' WHERE id = 10`);
-    const [[written]] = await b.query<RowDataPacket[]>(`SELECT CAST(_lww_ts AS CHAR) AS v FROM ${db}.c WHERE id = 10`);
-    // B's write reaches A now, as B's direction delivers it (the replicator delivers it again later: a replay).
-    const sink = createSink({ target: urls(ctx)[0]!, failpoints: '' });
-    try {
-      await sink.write({ sourceId: `${db}-b`, position: '1', changes: [{ schema: db, table: 'c', op: 'update', after: { id: 10, pid: 1, note: 'adopted' }, version: written!.v as string }] });
-      await sink.flush();
-    } finally {
-      await sink.close();
-    }
-    const cleared = `10|null|adopted|${above(written!.v as string, await nodeId(a))}`;
-    const state = (c: Connection) => textRows(c, `SELECT id, COALESCE(pid, "null"), note, CAST(_lww_ts AS CHAR) FROM ${db}.c`);
-    expect(await state(a)).toEqual([cleared]);
-    await pause();
-    await a.query(`INSERT INTO ${db}.p (id, name) VALUES (1, 'again')`);
-    rep = await startReplicator(urls(ctx), { sink: { batch: { maxRows: 1000, maxDelayMs: 500 } }, applyWorkers: 1 });
-    try {
-      await converged(conns, db, 'p');
-      await converged(conns, db, 'c');
-      expect((await rep.status()).directions.map((d) => d.state)).toEqual(['streaming', 'streaming']);
-      for (const c of conns) {
-        expect(await textRows(c, `SELECT id, name FROM ${db}.p`)).toEqual(['1|again']);
-        expect(await state(c)).toEqual([cleared]);
-      }
-      const [logged] = await a.query<RowDataPacket[]>(`SELECT reason, CAST(version AS CHAR) AS v FROM lww_meta.conflicts WHERE table_name = 'c' AND schema_name = '${db}'`);
-      expect(logged.map((r) => `${r.v}|${r.reason}`)).toEqual([expect.stringMatching(new RegExp(`^${written!.v}\\|foreign key set null: .* cleared by this node as its own update \\(version \\d+\\): it named a parent deleted here`))]);
-    } finally {
-      await rep.stop();
-    }
-    const report = await auditHistory({ nodes: urls(ctx), from, tables: [`${db}.p`, `${db}.c`] });
-    expectCleanAudit(report);
     for (const c of conns) await c.end();
   });
 
@@ -269,22 +222,18 @@ function cascadeAcrossNodes(ctx: EngineContext): void {
       await converged(conns, db, 'c');
       await eventually('the tombstones to converge', () => Promise.all(conns.map((c) => tombstones(c, db))), ([x, y]) => JSON.stringify(x) === JSON.stringify(y));
       expect((await rep.status()).directions.map((d) => d.state)).toEqual(['streaming', 'streaming']);
-      const ids = [await nodeId(a), await nodeId(b)];
       for (const c of conns) {
         expect(await textRows(c, `SELECT id FROM ${db}.p`)).toEqual(['2']);
         expect(await textRows(c, `SELECT id FROM ${db}.c`)).toEqual([]);
-        // Each child's tombstone is a node's own delete just above the child's newest write (B's before
-        // the parent's delete, A's on the write's arrival to the deleted parent; where both ran, the
-        // higher): a replay is refused, a later write lands.
-        const stored = await tombstones(c, db);
-        expect(stored.map((t) => t.split('|')[0])).toEqual(versions.map((t) => t.split('|')[0]));
-        for (const [i, t] of stored.entries()) expect(ids.map((n) => String(above(versions[i]!.split('|')[1]!, n)))).toContain(t.split('|')[1]);
+        // Each child's tombstone is B's own delete, just above the child's newest write: a replay is refused, a later write lands.
+        const above = (v: string) => (((BigInt(v) >> 10n) + 1n) << 10n) | (BigInt(v) & 1023n);
+        expect(await tombstones(c, db)).toEqual(versions.map((t) => `${t.split('|')[0]}|${above(t.split('|')[1]!)}`));
       }
-      // Every child deleted as some node's own write, logged there at the child's version.
-      const own = async (c: Connection) =>
-        textRows(c, `SELECT CAST(version AS CHAR) FROM lww_meta.conflicts WHERE schema_name = '${db}' AND reason LIKE 'foreign key cascade: removed by this node as its own delete%'`);
-      const ownVersions = new Set([...(await own(a)), ...(await own(b))]);
-      expect([...ownVersions].sort()).toEqual(versions.map((t) => t.split('|')[1]).sort());
+      // A dropped each child's write arriving to the missing parent; B deleted each as its own write first.
+      const [logged] = await a.query<RowDataPacket[]>("SELECT COUNT(*) AS n FROM lww_meta.conflicts WHERE reason LIKE 'foreign key cascade:%'");
+      expect(Number(logged[0]!.n)).toBe(4);
+      const [own] = await b.query<RowDataPacket[]>("SELECT COUNT(*) AS n FROM lww_meta.conflicts WHERE reason LIKE 'foreign key cascade: removed by this node as its own delete%'");
+      expect(Number(own[0]!.n)).toBe(4);
       // A later write of a child key lands on both nodes.
       await b.query(`INSERT INTO ${db}.c (id, pid, note) VALUES (12, 2, 'again')`);
       await eventually('the later child write to land', () => textRows(a, `SELECT id, pid, note FROM ${db}.c`), (rows) => rows.length === 1);
@@ -295,8 +244,8 @@ function cascadeAcrossNodes(ctx: EngineContext): void {
     }
     const report = await auditHistory({ nodes: urls(ctx), from, tables: [`${db}.p`, `${db}.c`] });
     expectCleanAudit(report);
-    // No sink dropped a child at the child's own version: every delete was a node's own write.
-    expect(report.foreignKeyCascades).toBe(0);
+    // Each of the four child writes, dropped by A's sink (B's deletes are its own, stamped writes).
+    expect(report.foreignKeyCascades).toBe(4);
     for (const c of conns) await c.end();
   });
 
@@ -344,66 +293,10 @@ function cascadeAcrossNodes(ctx: EngineContext): void {
     for (const c of conns) await c.end();
   });
 
-  // The same writes, but the child's write reaches the deleting node while its parent is gone there,
-  // and the parent's delete and new write reach the child's node in one batch (coalesced: no delete,
-  // so no follow-up there). Before: the deleting node dropped the child with a tombstone at the
-  // child's own version, the child's node kept the row at that version (harness --schema-gen 114 on
-  // MySQL, 109 on MariaDB: tombstone_vs_row). Now the deleting node deletes it as its own write, which
-  // reaches the child's node. On MariaDB that transaction writes only a tombstone of a table whose
-  // rows the capture has not met since it started (capture knows its tables from the start).
-  it('a child write reaching the node that deleted its parent before the parent is written again there: the child goes on both, as that node’s own delete', async () => {
-    const db = 'fkcascade5';
-    const conns = await setupNodes(urls(ctx), db, DDL, ['p', 'c']);
-    const [a, b] = conns as [Connection, Connection];
-    let rep = await startReplicator(urls(ctx));
-    await a.query(`INSERT INTO ${db}.p (id, name) VALUES (1, 'parent')`);
-    await converged(conns, db, 'p');
-    await rep.stop();
-    const from = await binlogHeads(urls(ctx));
-    await a.query(`DELETE FROM ${db}.p WHERE id = 1`);
-    await pause();
-    await b.query(`INSERT INTO ${db}.c (id, pid, note) VALUES (20, 1, 'added')`);
-    const [[written]] = await b.query<RowDataPacket[]>(`SELECT CAST(_lww_ts AS CHAR) AS v FROM ${db}.c WHERE id = 20`);
-    // B's write reaches A now, as B's direction delivers it (the replicator delivers it again later: a replay).
-    const sink = createSink({ target: urls(ctx)[0]!, failpoints: '' });
-    try {
-      await sink.write({ sourceId: 'fkcascade5-b', position: '1', changes: [{ schema: db, table: 'c', op: 'insert', after: { id: 20, pid: 1, note: 'added' }, version: written!.v as string }] });
-      await sink.flush();
-    } finally {
-      await sink.close();
-    }
-    expect(await textRows(a, `SELECT id FROM ${db}.c`)).toEqual([]);
-    await pause();
-    await a.query(`INSERT INTO ${db}.p (id, name) VALUES (1, 'again')`);
-    // A's delete, its own delete of the child and its new parent write: one batch on B.
-    rep = await startReplicator(urls(ctx), { sink: { batch: { maxRows: 1000, maxDelayMs: 500 } }, applyWorkers: 1 });
-    try {
-      await converged(conns, db, 'p');
-      await converged(conns, db, 'c');
-      await eventually('the tombstones to converge', () => Promise.all(conns.map((c) => tombstones(c, db))), ([x, y]) => JSON.stringify(x) === JSON.stringify(y) && x!.length === 1);
-      expect((await rep.status()).directions.map((d) => d.state)).toEqual(['streaming', 'streaming']);
-      for (const c of conns) {
-        expect(await textRows(c, `SELECT id, name FROM ${db}.p`)).toEqual(['1|again']);
-        expect(await textRows(c, `SELECT id FROM ${db}.c`)).toEqual([]);
-        // A's own delete, at A's least version above the child's write.
-        expect(await tombstones(c, db)).toEqual([`20|${above(written!.v as string, await nodeId(a))}`]);
-      }
-      const [logged] = await a.query<RowDataPacket[]>(`SELECT reason, CAST(version AS CHAR) AS v FROM lww_meta.conflicts WHERE table_name = 'c' AND schema_name = '${db}'`);
-      expect(logged.map((r) => `${r.v}|${r.reason}`)).toEqual([expect.stringMatching(new RegExp(`^${written!.v}\\|foreign key cascade: removed by this node as its own delete \\(version \\d+\\): .* named a parent deleted here`))]);
-    } finally {
-      await rep.stop();
-    }
-    const report = await auditHistory({ nodes: urls(ctx), from, tables: [`${db}.p`, `${db}.c`] });
-    expectCleanAudit(report);
-    for (const c of conns) await c.end();
-  });
-
   // The deleting node holds the child under another spelling of its collated key, referencing a
-  // parent that stays; the other node moves it (respelled) to the deleted parent. The arrival's own
-  // delete must name the key as the stored row does: a tombstone 'alpha' with a deleted row 'ALPHA'
-  // is a delete capture cannot pair with its tombstone (the direction stopped: harness
-  // --schema-gen 109 on MySQL, MissingTombstoneError on a _ci key).
-  it('a child write under another spelling of its collated key, to a parent deleted here: this node deletes the row as it spells it', async () => {
+  // parent that stays; the other node moves it (respelled) to the deleted parent. Every delete of the
+  // key names it as the node that deletes it spells it, so capture pairs each delete with its tombstone.
+  it('a child write under another spelling of its collated key, to a parent deleted here: the child goes on both, in either spelling', async () => {
     const db = 'fkcascade6';
     const ddl = [DDL[0]!, 'CREATE TABLE {{db}}.c (k VARCHAR(8) COLLATE utf8mb4_general_ci NOT NULL PRIMARY KEY, pid INT NULL, note CHAR(8) NOT NULL, FOREIGN KEY (pid) REFERENCES {{db}}.p (id) ON DELETE CASCADE) ENGINE=InnoDB'];
     const conns = await setupNodes(urls(ctx), db, ddl, ['p', 'c']);
@@ -598,11 +491,7 @@ function parentRemovedByUniqueClash(ctx: EngineContext): void {
   const logged = async (c: Connection, db: string) =>
     textRows(c, `SELECT table_name, CAST(version AS CHAR), reason FROM lww_meta.conflicts WHERE schema_name = '${db}' AND reason LIKE 'foreign key cascade%' ORDER BY id`);
 
-  async function check(db: string, conns: Connection[], from: Awaited<ReturnType<typeof binlogHeads>>, written: string[], arrives: boolean): Promise<void> {
-    // Each node removes the child with its parent at the child's version; where the child's write
-    // arrives to the removed parent (B, `arrives`), B deletes it as its own write just above, which reaches A.
-    const [id, v] = written[0]!.split('|') as [string, string];
-    const child = [`${id}|${arrives ? above(v, await nodeId(conns[1]!)) : v}`];
+  async function check(db: string, conns: Connection[], from: Awaited<ReturnType<typeof binlogHeads>>, child: string[]): Promise<void> {
     const rep = await startReplicator(urls(ctx));
     try {
       await converged(conns, db, 'p');
@@ -612,11 +501,11 @@ function parentRemovedByUniqueClash(ctx: EngineContext): void {
       for (const c of conns) {
         expect(await textRows(c, `SELECT id, u FROM ${db}.p`)).toEqual(['2|x']);
         expect(await textRows(c, `SELECT id FROM ${db}.c`)).toEqual([]);
-        // A replay of the child's write is refused, a later write of its key lands.
+        // The child's tombstone at its own version: a replay of its write is refused, a later write of its key lands.
         expect(await tombstones(c, db)).toEqual(child);
         const reasons = await logged(c, db);
         expect(reasons.length).toBe(1);
-        expect(reasons[0]).toMatch(new RegExp(`^c\\|${v}\\|foreign key cascade: `));
+        expect(reasons[0]).toMatch(new RegExp(`^c\\|${child[0]!.split('|')[1]}\\|foreign key cascade: `));
       }
     } finally {
       await rep.stop();
@@ -626,7 +515,7 @@ function parentRemovedByUniqueClash(ctx: EngineContext): void {
     for (const c of conns) await c.end();
   }
 
-  it('a parent and child written on one node, the value taken newer on the other: the child is deleted on both, by the other as its own write on arrival', async () => {
+  it('a parent and child written on one node, the value taken newer on the other: the child is tombstoned at its version on both', async () => {
     const db = 'fkclash1';
     const conns = await setupNodes(urls(ctx), db, DDL, ['p', 'c']);
     const [a, b] = conns as [Connection, Connection];
@@ -640,7 +529,7 @@ function parentRemovedByUniqueClash(ctx: EngineContext): void {
     const child = await textRows(a, `SELECT id, CAST(_lww_ts AS CHAR) FROM ${db}.c`);
     await pause();
     await b.query(`INSERT INTO ${db}.p (id, u, name) VALUES (2, 'x', 'two')`);
-    await check(db, conns, from, child, true);
+    await check(db, conns, from, child);
   });
 
   it('a stored parent replaced by its own write that loses the value: its child is tombstoned at its version on both', async () => {
@@ -660,7 +549,7 @@ function parentRemovedByUniqueClash(ctx: EngineContext): void {
     await a.query(`UPDATE ${db}.p SET u = 'x' WHERE id = 1`);
     await pause();
     await b.query(`INSERT INTO ${db}.p (id, u, name) VALUES (2, 'x', 'two')`);
-    await check(db, conns, from, child, false);
+    await check(db, conns, from, child);
   });
 }
 
