@@ -811,6 +811,8 @@ export class TransactionAssembler {
             `delete rows with DELETE (which replicates with tombstones) instead of TRUNCATE; to go on, truncate ${t.schema}.${t.table} on every node too, then resume from a position after this statement`,
           );
         }
+        // A table created (or renamed in) after the stream opened: its tombstones' owner (knowTables).
+        this.noteTable(t.schema, t.table);
         items.push({ kind: 'schema', change: { schema: t.schema, table: t.table, kind: ddl.kind, query: q, position } });
       }
     }

@@ -5,7 +5,7 @@
 import { TypedJson } from '../model/json.ts';
 import type { Dialect } from './dialect.ts';
 import { usesRowAlias } from './dialect.ts';
-import { type BoundValue, ColumnDefault, derivedRows, INDEX_COLUMN, keyEquals, type SqlValue, type Statement, type TableShape, type TombstoneShape } from './dml.ts';
+import { type BoundValue, ColumnDefault, derivedRows, INDEX_COLUMN, type SqlValue, type Statement, type TableShape, type TombstoneShape } from './dml.ts';
 import { quoteIdent, quoteList, quoteTable } from './quote.ts';
 
 /** Foreign keys that reference a table, one row per column in key order (bound: schema, table). */
@@ -233,26 +233,4 @@ export function childRowsAtVersions(child: CascadeChildShape & { keyPlaceholders
     values.push(i, ...r.map(keyValue));
   });
   return { sql: `SELECT ${ref(INDEX_COLUMN)} FROM (${d}) AS ${quoteIdent(ALIAS)} JOIN ${c} ON ${on}`, values };
-}
-
-/**
- * One key's stored state, locked (FOR UPDATE) for a follow-up that writes the key as this node's own
- * change: the row (its key columns as stored, `_lww_v` its version) and the tombstone (`_lww_v`).
- * The row's own spelling of a collated key is what the follow-up writes: its tombstone must name the
- * key as the deleted row does, or capture cannot pair the two (a delete without its tombstone).
- */
-export function lockKeyState(shape: TableShape, tomb: TombstoneShape, key: readonly SqlValue[]): { row: Statement; tombstone: Statement } {
-  if (key.length !== shape.primaryKey.length) throw new Error(`a key has ${key.length} values, the table's primary key ${shape.primaryKey.length}`);
-  const values = key.map(keyValue);
-  const version = (c: string) => `CAST(${quoteIdent(c)} AS CHAR) AS ${quoteIdent('_lww_v')}`;
-  return {
-    row: {
-      sql: `SELECT ${quoteList(shape.primaryKey)}, ${version(shape.versionColumn)} FROM ${quoteTable(shape.schema, shape.table)} WHERE ${keyEquals(shape.primaryKey, shape.keyPlaceholders)} FOR UPDATE`,
-      values,
-    },
-    tombstone: {
-      sql: `SELECT ${version(tomb.versionColumn)} FROM ${quoteTable(tomb.metaSchema, tomb.tombstoneTable)} WHERE ${keyEquals(tomb.primaryKey, tomb.keyPlaceholders)} FOR UPDATE`,
-      values,
-    },
-  };
 }

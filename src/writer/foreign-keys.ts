@@ -37,7 +37,6 @@ import {
   FOREIGN_KEY_CHECKS_OFF_SQL,
   FOREIGN_KEYS_BY_DELETE_RULE_SQL,
   childAtVersion,
-  lockKeyState,
   childRowsAtVersions,
   lockCascadedChildren,
   PRIMARY_KEY_COLUMNS_SQL,
@@ -459,10 +458,6 @@ export async function applyForeignKeyFollowUps(io: ForeignKeyIo, nodeId: number,
         // Locked first, so the tombstone is written only for a row that is then deleted (tombstone before row, as every delete).
         if ((await io.select(name, childAtVersion(f.child, f.key, f.version, 'lock'))).length === 0) continue;
         const tomb = { metaSchema: io.metaSchema, tombstoneTable: f.child.tombstoneTable, primaryKey: f.child.primaryKey, versionColumn: f.child.versionColumn, keyPlaceholders: f.child.keyPlaceholders };
-        // A tombstone at or above `to` already (a row left under it): raising it would change nothing
-        // and the delete would reach the binlog without its tombstone. Left to the server's action.
-        const held = await io.select(name, lockKeyState({ ...f.child, columns: [] }, tomb, f.key).tombstone);
-        if (held.some((t) => BigInt(String(t._lww_v)) >= to)) continue;
         await io.run(name, upsertTombstones(tomb, [[...f.key, to.toString()]], io.dialect));
       }
       const res = await io.run(name, childAtVersion(f.child, f.key, f.version, f.action === 'CASCADE' ? 'delete' : { nullAt: to }));

@@ -253,6 +253,18 @@ describeEachEngine('capture', 1, (ctx) => {
     });
   }
 
+  it('a table created after capture starts (whole-schema selector): a transaction writing only its tombstones comes out as deletes', async () => {
+    const h = collector();
+    await capture(h, { from: await currentPosition(conn), tables: ['app'] });
+    await conn.query('DROP TABLE IF EXISTS app.t9');
+    await conn.query(`DROP TABLE IF EXISTS ${META}.tomb__app__t9`);
+    await conn.query('CREATE TABLE app.t9 (id INT PRIMARY KEY, _lww_ts BIGINT UNSIGNED NOT NULL)');
+    await conn.query(`CREATE TABLE ${META}.tomb__app__t9 (id INT PRIMARY KEY, _lww_ts BIGINT UNSIGNED NOT NULL)`);
+    await conn.query(`INSERT INTO ${META}.tomb__app__t9 (id, _lww_ts) VALUES (5, 9001)`);
+    await waitFor('the transaction', () => h.txns.length >= 1);
+    expect(h.txns.map((t) => t.changes.map((c) => `${c.op} ${c.schema}.${c.table} ${JSON.stringify(c.before)} ${c.version}`))).toEqual([['delete app.t9 {"id":5} 9001']]);
+  });
+
   it('a delete without its tombstone stops the capture with an error naming the table', async () => {
     const from = await currentPosition(conn);
     await conn.query('DELETE FROM app.t1 WHERE id = 20');

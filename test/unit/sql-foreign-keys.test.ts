@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { childAtVersion, childRowsAtVersions, countRespellable, lockCascadedChildren, lockKeyState, respellReferenced, tombstoneCascadedChildren } from '../../src/sql/foreign-keys.ts';
+import { childAtVersion, childRowsAtVersions, countRespellable, lockCascadedChildren, respellReferenced, tombstoneCascadedChildren } from '../../src/sql/foreign-keys.ts';
 
 const CI = 'CAST(? AS CHAR CHARACTER SET utf8mb4) COLLATE utf8mb4_general_ci';
 const INT = 'CAST(? AS SIGNED)';
@@ -76,21 +76,5 @@ describe('a follow-up of a replicated parent delete', () => {
       values: [0, 'a', '7', '42', 1, 'b', '8', '43'],
     });
     expect(() => childRowsAtVersions(child, [['a', '42']])).toThrow(/binds 3/);
-  });
-});
-
-describe("a follow-up's key, read before it writes the key as the node's own change", () => {
-  const shape = { schema: 'db', table: 'c', columns: ['k', 'n', 'note', '_lww_ts'], primaryKey: ['k', 'n'], versionColumn: '_lww_ts', keyPlaceholders: [CI, INT] };
-  const tomb = { metaSchema: 'lww_meta', tombstoneTable: 'tomb__db__c', primaryKey: ['k', 'n'], versionColumn: '_lww_ts', keyPlaceholders: [CI, INT] };
-  it('locks the row (with its key as stored) and the tombstone, each with its version as text', () => {
-    // A character key is compared as the column compares it (dml.ts columnPlaceholder): a bare parameter.
-    const where = `(\`k\` = ? AND \`n\` = ${INT})`;
-    expect(lockKeyState(shape, tomb, ['abc', 7])).toEqual({
-      row: { sql: `SELECT \`k\`, \`n\`, CAST(\`_lww_ts\` AS CHAR) AS \`_lww_v\` FROM \`db\`.\`c\` WHERE ${where} FOR UPDATE`, values: ['abc', 7] },
-      tombstone: { sql: `SELECT CAST(\`_lww_ts\` AS CHAR) AS \`_lww_v\` FROM \`lww_meta\`.\`tomb__db__c\` WHERE ${where} FOR UPDATE`, values: ['abc', 7] },
-    });
-  });
-  it('refuses a key of the wrong width', () => {
-    expect(() => lockKeyState(shape, tomb, ['abc'])).toThrow(/primary key 2/);
   });
 });
