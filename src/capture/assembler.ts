@@ -691,8 +691,8 @@ export class TransactionAssembler {
 
   /**
    * The captured tables at stream start: a transaction that writes only tombstones of a table (MariaDB's
-   * unlogged ON DELETE CASCADE, a follow-up delete) may come before any table map of it since capture
-   * started, and its deletes must not be lost for want of the owner's name.
+   * unlogged ON DELETE CASCADE) may come before any table map of it since capture started, and its
+   * deletes must not be lost for want of the owner's name.
    */
   knowTables(tables: ReadonlyArray<{ schema: string; table: string }>): void {
     for (const t of tables) this.noteTable(t.schema, t.table);

@@ -25,7 +25,6 @@ import { tombstoneTableName } from '../model/names.ts';
 import type { TableMeta } from '../model/table.ts';
 import { advanceCheckpointSql, readCheckpointSql } from '../sql/checkpoint.ts';
 import type { Dialect } from '../sql/dialect.ts';
-import { selectNodeIdSql } from '../sql/install.ts';
 import {
   ColumnDefault,
   deleteHolders,
@@ -335,21 +334,6 @@ export function foreignKeyIo(ctx: ApplyContext): ForeignKeyIo {
     discard: () => ctx.conn.destroy(),
     ...(ctx.followUpWatch ? { followUps: ctx.followUpWatch } : {}),
   };
-}
-
-/**
- * The target's node id (lww_meta.node, written by install), which its own writes carry in their
- * versions; undefined on a target that was not installed (a sink fed from elsewhere): nothing of
- * its own is captured there, so it writes no follow-ups.
- */
-export async function targetNodeId(ctx: Pick<ApplyContext, 'conn' | 'metaSchema'>): Promise<number | undefined> {
-  try {
-    const [rows] = await ctx.conn.query<RowDataPacket[]>(selectNodeIdSql(ctx.metaSchema));
-    return rows.length === 0 ? undefined : Number(rows[0]!.nodeId);
-  } catch (err) {
-    if ((err as { errno?: number }).errno === 1146) return undefined;
-    throw err;
-  }
 }
 
 /**

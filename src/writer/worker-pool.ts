@@ -14,9 +14,10 @@
 import type { Connection } from 'mysql2/promise';
 import { backoffDelay, isConnectionLost, isRetryable, serverMessage, sleep } from '../db/retry.ts';
 import { ApplyError, OwnershipLostError, SinkClosedError } from '../errors.ts';
+import { recordedNodeId } from '../install/install.ts';
 import type { Logger } from '../log/logger.ts';
 import type { Dialect } from '../sql/dialect.ts';
-import { type ApplyContext, applyBatch, type BatchOutcome, type CheckpointAdvance, runForeignKeyFollowUps, StatementError, targetNodeId } from './apply.ts';
+import { type ApplyContext, applyBatch, type BatchOutcome, type CheckpointAdvance, runForeignKeyFollowUps, StatementError } from './apply.ts';
 import { coalesce } from './coalesce.ts';
 import { type ForeignKeyFollowUp, ForeignKeyFollowUpNeeded } from './foreign-keys.ts';
 import { splitOps } from './partition-keys.ts';
@@ -157,7 +158,7 @@ class ApplyWorker {
           ...(progress ? { track: trackAttempt(progress, this.index, this.conn.threadId ?? undefined, ops.length) } : {}),
         };
         if (followUps && this.nodeId === undefined) {
-          this.nodeId = (await targetNodeId(applyCtx)) ?? null;
+          this.nodeId = (await recordedNodeId(applyCtx.conn, applyCtx.metaSchema)) ?? null;
           if (this.nodeId === null) {
             this.o.logger.warn('foreign-key follow-ups off: the target has no node id (not installed); child rows get the server’s ON DELETE action and tombstones at their own versions', { worker: this.index });
             followUps = undefined;
