@@ -179,6 +179,17 @@ export async function run(argv: string[]): Promise<number> {
     ...(typeof stallTimeout === 'number' ? { stallTimeoutMs: stallTimeout } : {}),
     logger,
   });
+  // Listening before start: a signal while the directions start (which can take long after a crash)
+  // ends in the same graceful stop, not the default kill.
+  let signalled = false;
+  const stop = new Promise<void>((resolve) => {
+    const onSignal = () => {
+      signalled = true;
+      resolve();
+    };
+    process.once('SIGINT', onSignal);
+    process.once('SIGTERM', onSignal);
+  });
   try {
     await replicator.start();
   } catch (e) {
@@ -192,15 +203,6 @@ export async function run(argv: string[]): Promise<number> {
     else console.log(formatText(s));
   };
   const timer = interval > 0 ? setInterval(() => void print(), interval * 1000) : null;
-  let signalled = false;
-  const stop = new Promise<void>((resolve) => {
-    const onSignal = () => {
-      signalled = true;
-      resolve();
-    };
-    process.once('SIGINT', onSignal);
-    process.once('SIGTERM', onSignal);
-  });
   let code: number = EXIT.ok;
   try {
     await Promise.race([stop, replicator.wait()]);
