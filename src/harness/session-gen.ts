@@ -28,6 +28,7 @@ import {
   SAVEPOINT_SQL,
   SET_TIME_ZONE_SQL,
   selectByKeysSql,
+  sinkFollowUpsSql,
   sinkRemovalReasonsSql,
   updateByKeysSql,
 } from '../sql/generated.ts';
@@ -516,6 +517,66 @@ export function removedBySink(m: GenericMismatch, ev: SinkRemovalEvidence): bool
 /** A SET NULL follow-up's conflict-log reason (writer/foreign-keys.ts). */
 const isSetNullFollowUp = (r: string) => r.startsWith('foreign key set null:') && r.includes(FOLLOW_UP_SET_NULL_MARK);
 
+/** A sink's follow-up as its conflict log records it: the row's version it corrected, the version it wrote. */
+export interface LoggedFollowUp {
+  action: 'CASCADE' | 'SET NULL';
+  /** The version the row held when the follow-up changed it (the log entry's version). */
+  logged: bigint;
+  /** The version the follow-up wrote (named in the reason). */
+  to: bigint;
+}
+
+/** The follow-up a conflict-log entry records, or undefined for any other entry. */
+export function parseFollowUp(reason: string, version: string): LoggedFollowUp | undefined {
+  const action = reason.startsWith(FOLLOW_UP_CASCADE_REASON) ? 'CASCADE' : isSetNullFollowUp(reason) ? 'SET NULL' : undefined;
+  const to = /\(version (\d+)\)/.exec(reason)?.[1];
+  if (!action || to === undefined || !/^\d+$/.test(version)) return undefined;
+  return { action, logged: BigInt(version), to: BigInt(to) };
+}
+
+/**
+ * Whether the node holds what a follow-up wrote, newer than the writers' last write of the key: a
+ * follow-up is a node's own write at the least version of that node above the row's (foreign-keys.ts),
+ * so a writer's write on another node made from the same row state in the same microsecond (a clock
+ * behind, versions advancing by the floor) is concurrent with it and loses by node id (generated seed
+ * 107 on MySQL). Tied to this key by the follow-up's written version (the row's version, or its
+ * tombstone's) and by the row it corrected: a write of this key the writers saw at the logged version,
+ * which with its SET NULL columns cleared is what the node holds (CASCADE: the key is deleted).
+ */
+export function writtenByFollowUp(
+  table: OracleTable | undefined,
+  m: GenericMismatch,
+  followUps: readonly LoggedFollowUp[],
+  seenAt: (version: bigint) => string | null | undefined,
+  tombstoneVersion?: bigint,
+): boolean {
+  if (!table || m.expected.version === 'none') return false;
+  const expected = BigInt(m.expected.version);
+  for (const f of followUps) {
+    if (f.to <= expected) continue;
+    const corrected = seenAt(f.logged);
+    if (typeof corrected !== 'string') continue;
+    if (f.action === 'CASCADE' && m.actual === null && tombstoneVersion === f.to) return true;
+    if (f.action === 'SET NULL' && m.actual !== null && BigInt(m.actual.version) === f.to) {
+      if (clearedBySetNull(table, { ...m, expected: { version: m.actual.version, row: corrected } })) return true;
+    }
+  }
+  return false;
+}
+
+/** Every follow-up any node's sink logged for a table (they replicate as plain writes: the other nodes log nothing). */
+async function loggedFollowUps(conns: readonly Connection[], metaSchema: string, schema: string, table: string): Promise<LoggedFollowUp[]> {
+  const out: LoggedFollowUp[] = [];
+  for (const c of conns) {
+    const [rows] = await c.query<RowDataPacket[]>(sinkFollowUpsSql(metaSchema), [schema, table]);
+    for (const r of rows) {
+      const f = parseFollowUp(String(r.reason), String(r.version));
+      if (f) out.push(f);
+    }
+  }
+  return out;
+}
+
 /** The follow-ups any node's sink logged for a table's rows at a version (they replicate as plain writes: the other nodes log nothing). */
 async function followUpReasons(conns: readonly Connection[], metaSchema: string, schema: string, table: string, version: string): Promise<string[]> {
   if (version === 'none') return [];
@@ -584,17 +645,43 @@ export async function genericMismatches(
   const initial = new Map<string, { version: bigint; text: string }>();
   for (const [k, v] of start.initial) initial.set(k, { version: v.version, text: withAddedDefaults(start.oracle.get(k.slice(0, k.indexOf('/'))), v.text, undefined) as string });
   const expected = genericExpected(initial, seen);
+  // Every text the writers saw per key and version (the rows a follow-up corrected), and each table's logged follow-ups.
+  const texts = new Map<string, Map<bigint, string | null>>();
+  const noteText = (key: string, version: bigint, text: string | null) => {
+    const byVersion = texts.get(key) ?? new Map<bigint, string | null>();
+    texts.set(key, byVersion);
+    byVersion.set(version, text);
+  };
+  for (const [k, v] of initial) noteText(k, v.version, v.text);
+  for (const w of seen) noteText(`${w.table}/${w.id}`, w.version, w.text);
+  const followUpsOf = new Map<string, Promise<LoggedFollowUp[]>>();
+  const followUps = (table: string) => {
+    const known = followUpsOf.get(table);
+    if (known) return known;
+    const loading = loggedFollowUps(conns, start.metaSchema, schema, table);
+    followUpsOf.set(table, loading);
+    return loading;
+  };
   const out: GenericMismatch[] = [];
   for (const [i, c] of conns.entries()) {
     for (const m of compareGeneric(names[i]!, await readOracleState(c, schema, start.oracle, versionColumn), expected)) {
       const table = m.key.slice(0, m.key.indexOf('/'));
       const t = start.oracle.get(table);
+      const id = m.key.slice(table.length + 1);
       if (m.actual === null && t) {
         const followUps = await followUpReasons(conns, start.metaSchema, schema, table, m.expected.version);
         if (removedBySink(m, await sinkRemovalEvidence(c, start.metaSchema, schema, t, m.key.slice(table.length + 1), m.expected.version, versionColumn, followUps))) continue;
       }
       if (clearedBySetNull(t, m)) continue;
       if (m.actual !== null && m.actual.version !== m.expected.version && clearedBySetNull(t, m, (await followUpReasons(conns, start.metaSchema, schema, table, m.expected.version)).some((r) => isSetNullFollowUp(r)))) continue;
+      if (t && m.expected.version !== 'none' && (m.actual === null ? m.expected.row !== null : BigInt(m.actual.version) > BigInt(m.expected.version))) {
+        const logged = await followUps(table);
+        if (logged.length > 0) {
+          const [tombs] = m.actual === null ? await c.query<RowDataPacket[]>(oracleTombstoneByIdentitySql(start.metaSchema, t.tombstoneTable, t.key, versionColumn), [id]) : [[]];
+          const tombstone = tombstoneVersionOf(tombs as Array<{ i: unknown; v: unknown }>, id);
+          if (writtenByFollowUp(t, m, logged, (v) => texts.get(m.key)?.get(v), tombstone)) continue;
+        }
+      }
       out.push(m);
     }
   }

@@ -153,6 +153,14 @@ export function sinkRemovalReasonsSql(metaSchema: string, withSetNull = false): 
   );
 }
 
+/** A node's foreign-key conflict-log entries of a table, among them the sink's follow-ups (writer/foreign-keys.ts): reason and version. Bound: schema, table. */
+export function sinkFollowUpsSql(metaSchema: string): string {
+  return (
+    `SELECT reason, CAST(version AS CHAR) AS version FROM ${quoteTable(metaSchema, 'conflicts')} WHERE schema_name = ? AND table_name = ?` +
+    " AND reason LIKE 'foreign key %'"
+  );
+}
+
 /**
  * Tombstones whose oracle identity (i) equals this one as the server compares it, with their
  * versions (v): the comparison may fold case ('beta' and 'BETA' of a binary key column both come

@@ -1,7 +1,8 @@
 // The generated-session oracle's allowance for ON DELETE SET NULL: only those columns, only to NULL,
 // only at the written version.
 import { describe, expect, it } from 'vitest';
-import { clearedBySetNull, type OracleTable, removedBySink, tombstoneVersionOf } from '../../src/harness/session-gen.ts';
+import { clearedBySetNull, type LoggedFollowUp, type OracleTable, parseFollowUp, removedBySink, tombstoneVersionOf, writtenByFollowUp } from '../../src/harness/session-gen.ts';
+import { FOLLOW_UP_CASCADE_REASON, FOLLOW_UP_SET_NULL_MARK } from '../../src/writer/foreign-keys.ts';
 
 const col = (name: string) => ({ name, dataType: 'varchar', columnType: 'varchar(10)', json: false, collation: 'utf8mb4_bin' });
 const table: OracleTable = { name: 'c', key: [col('id')], columns: [col('id'), col('v'), col('p')], tombstoneTable: 'tomb__g__c', setNullColumns: ['p'] };
@@ -70,5 +71,46 @@ describe('the tombstone of an identity', () => {
     expect(tombstoneVersionOf(rows, '2083-08-08 04:48:45.190104|00|4:BETA')).toBe(1839329139389507586n);
     expect(tombstoneVersionOf(rows, '2083-08-08 04:48:45.190104|00|4:Beta')).toBeUndefined();
     expect(tombstoneVersionOf([], 'x')).toBeUndefined();
+  });
+});
+
+// A follow-up is a node's own write at the least version of that node above the row's: a writer's
+// write on the other node from the same row state in the same microsecond is concurrent with it and
+// loses by node id (MySQL seed 107: expected the writer's 833, both nodes held the follow-up's 834).
+describe('a key whose winning write was a follow-up', () => {
+  const setNull = `foreign key set null: g.c (p) ${FOLLOW_UP_SET_NULL_MARK} (version 834) before the delete of its parent g.p from another node, which did not know the row`;
+  const cascade = `${FOLLOW_UP_CASCADE_REASON} (version 834) before the delete of its parent g.p (fk), from another node, which did not know the row`;
+  // The writers saw the row at 700 (p set) and the other node's write at 833; the follow-up corrected 700.
+  const seen = new Map<bigint, string | null>([
+    [700n, '1:1#1:a#2:09'],
+    [833n, '1:1#1:b#N'],
+  ]);
+  const at = (v: bigint) => seen.get(v);
+  const held = (row: string | null, version = '834') => ({ node: 'n1', key: 'c/1', expected: { version: '833', row: '1:1#1:b#N' }, actual: row === null ? null : { version, row } });
+  const f = (action: LoggedFollowUp['action'], logged = 700n, to = 834n): LoggedFollowUp => ({ action, logged, to });
+
+  it('reads the corrected version and the written one from the conflict log', () => {
+    expect(parseFollowUp(setNull, '700')).toEqual(f('SET NULL'));
+    expect(parseFollowUp(cascade, '700')).toEqual(f('CASCADE'));
+    expect(parseFollowUp('foreign key set null: fk (p) named a deleted parent; landed with the reference cleared', '700')).toBeUndefined();
+    expect(parseFollowUp('foreign key cascade: removed with its parent g.p, deleted on another node', '700')).toBeUndefined();
+  });
+  it('is the corrected row with its SET NULL columns cleared, at the follow-up\'s version, newer than the writers\' last', () => {
+    expect(writtenByFollowUp(table, held('1:1#1:a#N'), [f('SET NULL')], at)).toBe(true);
+  });
+  it('is a mismatch for any other row, version, corrected version, action, or a follow-up older than the writers\' last', () => {
+    expect(writtenByFollowUp(table, held('1:1#1:b#N'), [f('SET NULL')], at)).toBe(false);
+    expect(writtenByFollowUp(table, held('1:1#1:a#N', '835'), [f('SET NULL')], at)).toBe(false);
+    expect(writtenByFollowUp(table, held('1:1#1:a#N'), [f('SET NULL', 699n)], at)).toBe(false);
+    expect(writtenByFollowUp(table, held('1:1#1:a#N'), [f('CASCADE')], at)).toBe(false);
+    expect(writtenByFollowUp(table, { ...held('1:1#1:a#N', '832'), expected: { version: '833', row: '1:1#1:b#N' } }, [f('SET NULL', 700n, 832n)], at)).toBe(false);
+    expect(writtenByFollowUp({ ...table, setNullColumns: [] }, held('1:1#1:a#N'), [f('SET NULL')], at)).toBe(false);
+  });
+  it('is a key deleted by a CASCADE follow-up only when its tombstone holds the follow-up\'s version and the corrected row was seen', () => {
+    expect(writtenByFollowUp(table, held(null), [f('CASCADE')], at, 834n)).toBe(true);
+    expect(writtenByFollowUp(table, held(null), [f('CASCADE')], at, 835n)).toBe(false);
+    expect(writtenByFollowUp(table, held(null), [f('CASCADE')], at, undefined)).toBe(false);
+    expect(writtenByFollowUp(table, held(null), [f('CASCADE', 699n)], at, 834n)).toBe(false);
+    expect(writtenByFollowUp(table, held(null), [f('SET NULL')], at, 834n)).toBe(false);
   });
 });
