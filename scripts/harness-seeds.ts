@@ -79,7 +79,8 @@ try {
     const counts = r.audit ? Object.entries(r.audit.counts).map(([k, v]) => `${k}=${v}`).join(' ') : 'no audit';
     console.log(
       `seed ${seed}: ${ok ? 'ok' : 'FAILED'} — ${r.transactions} txns (${r.throughput.toFixed(0)}/s), faults ${r.faultsInjected}, diverged ${r.divergedKeys}, ` +
-        `expected-state mismatches ${r.expectationMismatches.length}, unknown commit outcomes ${r.unknownOutcomes.committed} committed / ${r.unknownOutcomes.notCommitted} not / ${r.unknownOutcomes.unresolved.length} unresolved, audit ${counts}, ${((Date.now() - started) / 1000).toFixed(0)}s`,
+        `expected-state mismatches ${r.expectationMismatches.length}, unknown commit outcomes ${r.unknownOutcomes.committed} committed / ${r.unknownOutcomes.notCommitted} not / ${r.unknownOutcomes.unresolved.length} unresolved, audit ${counts}, ` +
+        `skew cost ${r.skewCost.lostToEarlier}/${r.skewCost.authored} writes lost to an earlier one, ${((Date.now() - started) / 1000).toFixed(0)}s`,
     );
     console.log(
       `  faults: ${r.faults.map((f) => `${f.kind}${f.node ? `:${f.node}` : ''}${f.target ? `:${f.target}` : ''}${f.mode ? `:${f.mode}` : ''}@${(f.atMs / 1000).toFixed(0)}s ${f.tookEffect ? `down ${(f.downtimeMs / 1000).toFixed(1)}s` : 'no effect'}`).join(', ')}; ` +

@@ -34,6 +34,7 @@ export function comparisonRows(lww: HarnessResult, replace: HarnessResult): Comp
     both('diverged keys (state check)', (r) => fmt(r.divergedKeys)),
     both('keys differing from the expected state', (r) => fmt(new Set(r.expectationMismatches.map((m) => m.key)).size)),
     both('unknown commit outcomes: committed / not / unresolved', (r) => `${r.unknownOutcomes.committed} / ${r.unknownOutcomes.notCommitted} / ${r.unknownOutcomes.unresolved.length}`),
+    both('writes later in real time lost to an earlier one (clock skew)', (r) => (r.mode === 'replace' ? 'n/a (arrival order decides)' : fmt(r.skewCost.lostToEarlier))),
   ];
   for (const c of AUDIT_CLASSES) {
     rows.push(both(`audit: ${c}`, (r) => (r.audit ? fmt(r.audit.counts[c] ?? 0) : '—')));

@@ -25,8 +25,9 @@ import { type CommitPoint, type Fault, type FaultEffect, type KillOutcome, type 
 import { addTallies, type OutcomeTally } from './outcomes.ts';
 import { type DirectionReport, type ReplicatorExit, ReplicatorExitError, ReplicatorProcess } from './replicator-process.ts';
 import { generatedShapes } from './schema-gen.ts';
-import { type GenericMismatch, genericMismatches, startGenericOracle } from './session-gen.ts';
+import { followUpVersions, type GenericMismatch, genericMismatches, startGenericOracle } from './session-gen.ts';
 import { type DdlOutcome, oracleWithDdlColumn, planSessions, type RefusalPlan, runDdl, runRefusal, type SessionPlan } from './session-shapes.ts';
+import { type SkewCost, skewCost } from './skew-cost.ts';
 import { TcpProxy } from './tcp-proxy.ts';
 import {
   ClockSkew,
@@ -109,6 +110,8 @@ export interface HarnessResult {
   unknownOutcomes: OutcomeTally;
   /** Generated schemas and sessions: which shapes ran and how often (tables, key types, statements, transactions). */
   shapes?: Record<string, number>;
+  /** LWW's accepted cost: writes that began after a newer-versioned write of their key had committed, so lost to an earlier write (skew-cost.ts). */
+  skewCost: SkewCost;
   /** Directions whose finish mark never arrived within the finish wait, with the replicator's last word on each. */
   stuck: StuckDirection[];
   /** Generated sessions: the run's planned extra shapes (large transactions, DDL, a refused setting), from the seed. */
@@ -280,6 +283,8 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
   /** Instances replaced by a twin (their kills and starts count). */
   const retired: ReplicatorProcess[] = [];
   let started = Date.now();
+  // Versions with a physical part this far before the run are the initial rows' (1 << 10), no writer's.
+  const runStartUs = BigInt(started - 86_400_000) * 1000n;
   let exited: (exit: ReplicatorExit) => void = () => undefined;
   const died = new Promise<ReplicatorExit>((resolve) => (exited = resolve));
   const failed = (exit: ReplicatorExit) => new ReplicatorExitError(exit, replicator?.directions() ?? [], Date.now() - started);
@@ -544,6 +549,7 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
           lagMs,
         },
         unknownOutcomes: addTallies(results.map((r) => r.outcomes)),
+        skewCost: skewCost(results.flatMap((r) => r.acked), { physicalBeforeUs: runStartUs }),
       };
     };
     /** The refused setting's loud stop ends the run here: the verdict, and the state for the record (not judged). */
@@ -650,6 +656,8 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
     const tableNames = workloadTables(wl).map((t) => t.slice(t.indexOf('.') + 1));
     // Once every node had the added column, the writers wrote it: the oracle compares it too.
     const finalOracle = oracle && control.ddlAdded ? { ...oracle, oracle: oracleWithDdlColumn(oracle.oracle, control.ddlAdded) } : oracle;
+    // The sinks' own follow-up writes have no author among the writers: left out of the skew cost.
+    const followUps = finalOracle ? await followUpVersions(conns, finalOracle.metaSchema, wl.schema, tableNames) : undefined;
     if (finalOracle) mismatches.push(...(await genericMismatches(conns, names, wl.schema, wl.versionColumn ?? '_lww_ts', finalOracle, acked)));
     else {
       for (const [i, c] of conns.entries()) {
@@ -673,6 +681,7 @@ export async function runHarness(o: HarnessOptions): Promise<HarnessResult> {
       divergedKeys: state.totals.findings,
       expectationMismatches: mismatches,
       audit,
+      skewCost: skewCost(acked, { physicalBeforeUs: runStartUs, ...(followUps ? { versions: followUps } : {}) }),
       ...(oracle ? { shapes: shapesOf(ddl, undefined) } : {}),
       ...(plan ? { plan } : {}),
       ...(ddl ? { ddl } : {}),

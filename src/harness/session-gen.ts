@@ -564,6 +564,13 @@ export function writtenByFollowUp(
   return false;
 }
 
+/** The versions the sinks wrote as their own follow-ups on any node, over these tables. */
+export async function followUpVersions(conns: readonly Connection[], metaSchema: string, schema: string, tables: readonly string[]): Promise<Set<bigint>> {
+  const out = new Set<bigint>();
+  for (const t of tables) for (const f of await loggedFollowUps(conns, metaSchema, schema, t)) out.add(f.to);
+  return out;
+}
+
 /** Every follow-up any node's sink logged for a table (they replicate as plain writes: the other nodes log nothing). */
 async function loggedFollowUps(conns: readonly Connection[], metaSchema: string, schema: string, table: string): Promise<LoggedFollowUp[]> {
   const out: LoggedFollowUp[] = [];
@@ -628,6 +635,23 @@ export function withAddedDefaults(table: OracleTable | undefined, text: string |
   return missing.length === 0 ? text : [text, ...missing].join(TERM_SEPARATOR);
 }
 
+/**
+ * Per key, the row text the writers saw at each version (null: only the key's tombstone was seen at
+ * it). A row seen at a version stays: a tombstone at the same version (a child dropped on arrival at
+ * its own version, foreign-keys.ts) does not hide it.
+ */
+export function seenTexts(initial: ReadonlyMap<string, { version: bigint; text: string }>, seen: Iterable<SeenWrite>): Map<string, Map<bigint, string | null>> {
+  const texts = new Map<string, Map<bigint, string | null>>();
+  const note = (key: string, version: bigint, text: string | null) => {
+    const byVersion = texts.get(key) ?? new Map<bigint, string | null>();
+    texts.set(key, byVersion);
+    if (typeof byVersion.get(version) !== 'string') byVersion.set(version, text);
+  };
+  for (const [k, v] of initial) note(k, v.version, v.text);
+  for (const w of seen) note(`${w.table}/${w.id}`, w.version, w.text);
+  return texts;
+}
+
 /** Each node's rows against the state the writers' committed transactions imply. */
 export async function genericMismatches(
   conns: readonly Connection[],
@@ -646,14 +670,7 @@ export async function genericMismatches(
   for (const [k, v] of start.initial) initial.set(k, { version: v.version, text: withAddedDefaults(start.oracle.get(k.slice(0, k.indexOf('/'))), v.text, undefined) as string });
   const expected = genericExpected(initial, seen);
   // Every text the writers saw per key and version (the rows a follow-up corrected), and each table's logged follow-ups.
-  const texts = new Map<string, Map<bigint, string | null>>();
-  const noteText = (key: string, version: bigint, text: string | null) => {
-    const byVersion = texts.get(key) ?? new Map<bigint, string | null>();
-    texts.set(key, byVersion);
-    byVersion.set(version, text);
-  };
-  for (const [k, v] of initial) noteText(k, v.version, v.text);
-  for (const w of seen) noteText(`${w.table}/${w.id}`, w.version, w.text);
+  const texts = seenTexts(initial, seen);
   const followUpsOf = new Map<string, Promise<LoggedFollowUp[]>>();
   const followUps = (table: string) => {
     const known = followUpsOf.get(table);

@@ -22,6 +22,7 @@ import {
 import { addTallies, checkMarkers, emptyTally, type InDoubt, newMarker, OutcomeLedger, type OutcomeTally, resolveOutcomes } from './outcomes.ts';
 import { type Random, randomInt, seededRandom } from './random.ts';
 import { type GeneratedSchema, type GenTable, generateSchema } from './schema-gen.ts';
+import { harnessClockMs } from './skew-cost.ts';
 import { type LargeTxPlan, largeTransaction, type SessionPlan, type SessionShapeOptions, withDdlColumn } from './session-shapes.ts';
 import {
   generatedTransaction,
@@ -99,6 +100,10 @@ export interface AckedWrite {
   text?: string | null;
   /** Generated sessions: how many oracle columns the text holds (a column added later holds its default). */
   width?: number;
+  /** Harness clock (ms): when its transaction sent BEGIN, read it back, and had COMMIT answered (skew-cost.ts). */
+  begunAt?: number;
+  readAt?: number;
+  committedAt?: number;
 }
 
 export interface WriterStats {
@@ -339,18 +344,27 @@ export async function runWriters(
           session.ddlApplied = true;
         }
         const due: LargeTxPlan | undefined = large[0] && Date.now() - startedAt >= large[0].atMs ? large[0] : undefined;
+        const begunAt = harnessClockMs();
         await conn.query('BEGIN');
         const { writes, statements } = due
           ? await largeSessionTransaction(conn, due, session!, node.name)
           : session
             ? await sessionTransaction(conn, random, session, node.name, level)
             : await sbtestTransaction(conn, random, opts, node.name);
+        // Real times for the skew-cost count (skew-cost.ts): read back before COMMIT, committed when it answers.
+        const readAt = harnessClockMs();
+        for (const w of writes) {
+          w.begunAt = begunAt;
+          w.readAt = readAt;
+        }
         // The marker, last before COMMIT: whether this row exists later says whether the transaction committed.
         const marker = newMarker();
         await conn.execute(writeWriterMarkerSql(HARNESS_SCHEMA), [marker]);
         inDoubt = { marker, node: node.name, writes, error: '', at: Date.now() };
         await conn.query('COMMIT');
         inDoubt = undefined;
+        const committedAt = harnessClockMs();
+        for (const w of writes) w.committedAt = committedAt;
         if (due) large.shift();
         stats.acked.push(...writes);
         stats.statements += statements;

@@ -532,6 +532,19 @@ export function rowExists(schema: string, table: string, match: UniqueValues): S
 }
 
 /** Appends a row to the conflict log. Bound: source_id, schema, table, reason, version, row_json. */
+/** The conflict log's reason column holds this many characters (sql/meta.sql). */
+export const CONFLICT_REASON_CHARS = 255;
+
+/**
+ * A reason as the conflict log can store it: cut to the column's width (characters, as the server
+ * counts them) with an ellipsis. Reasons name schemas, tables and keys, so long names would make the
+ * strict-mode insert fail, and with it, on every retry, the sink transaction that logs it.
+ */
+export function fitConflictReason(reason: string): string {
+  const chars = Array.from(reason);
+  return chars.length <= CONFLICT_REASON_CHARS ? reason : `${chars.slice(0, CONFLICT_REASON_CHARS - 1).join('')}…`;
+}
+
 export function insertConflictSql(metaSchema: string): string {
   return (
     `INSERT INTO ${quoteTable(metaSchema, 'conflicts')} (${quoteList(['source_id', 'schema_name', 'table_name', 'reason', 'version', 'row_json'])})` +

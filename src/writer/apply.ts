@@ -29,6 +29,7 @@ import {
   ColumnDefault,
   deleteHolders,
   deleteTombstoned,
+  fitConflictReason,
   guardedDelete,
   insertConflictSql,
   keyPlaceholder,
@@ -365,7 +366,7 @@ export async function logConflict(ctx: ApplyContext, meta: Pick<TableMeta, 'sche
   });
   await run(ctx, `${ctx.metaSchema}.conflicts`, {
     sql: insertConflictSql(ctx.metaSchema),
-    values: [c.sourceId, meta.schema, meta.table, c.reason, c.version.toString(), JSON.stringify(row)],
+    values: [c.sourceId, meta.schema, meta.table, fitConflictReason(c.reason), c.version.toString(), JSON.stringify(row)],
   });
 }
 

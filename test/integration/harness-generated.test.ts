@@ -67,6 +67,9 @@ describeEachEngine('generated schemas converge', 2, (ctx) => {
       // The shapes the seed drew ran: generated tables, sessions and statements were counted.
       expect(Object.keys(r.shapes ?? {}).some((k) => k.startsWith('key:'))).toBe(true);
       expect(Object.keys(r.shapes ?? {}).some((k) => k.startsWith('op:'))).toBe(true);
+      // Every write's author was timed; with no clock skew (one machine's clock) versions follow real time, so none lost to an earlier write.
+      expect(r.skewCost.authored).toBeGreaterThan(100);
+      expect(r.skewCost.lostToEarlier, JSON.stringify(r.skewCost)).toBe(0);
       // 30 s of writes, then convergence and the audit: about a minute alone, longer beside other files.
     }, 300_000);
   }

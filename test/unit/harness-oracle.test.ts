@@ -1,7 +1,7 @@
 // The generated-session oracle's allowance for ON DELETE SET NULL: only those columns, only to NULL,
 // only at the written version.
 import { describe, expect, it } from 'vitest';
-import { clearedBySetNull, type LoggedFollowUp, type OracleTable, parseFollowUp, removedBySink, tombstoneVersionOf, writtenByFollowUp } from '../../src/harness/session-gen.ts';
+import { clearedBySetNull, type LoggedFollowUp, type OracleTable, parseFollowUp, removedBySink, seenTexts, tombstoneVersionOf, writtenByFollowUp } from '../../src/harness/session-gen.ts';
 import { FOLLOW_UP_CASCADE_REASON, FOLLOW_UP_SET_NULL_MARK } from '../../src/writer/foreign-keys.ts';
 
 const col = (name: string) => ({ name, dataType: 'varchar', columnType: 'varchar(10)', json: false, collation: 'utf8mb4_bin' });
@@ -112,5 +112,14 @@ describe('a key whose winning write was a follow-up', () => {
     expect(writtenByFollowUp(table, held(null), [f('CASCADE')], at, undefined)).toBe(false);
     expect(writtenByFollowUp(table, held(null), [f('CASCADE', 699n)], at, 834n)).toBe(false);
     expect(writtenByFollowUp(table, held(null), [f('SET NULL')], at, 834n)).toBe(false);
+  });
+});
+
+describe('the texts the writers saw per key and version', () => {
+  it('keeps a row seen at a version when the key\'s tombstone at that same version is seen too (in either order)', () => {
+    const at = (writes: Array<{ text: string | null }>) => seenTexts(new Map(), writes.map((x) => ({ node: 'n1', table: 'c', id: '1', version: 700n, text: x.text }))).get('c/1')?.get(700n);
+    expect(at([{ text: '1:1#1:a#2:09' }, { text: null }])).toBe('1:1#1:a#2:09');
+    expect(at([{ text: null }, { text: '1:1#1:a#2:09' }])).toBe('1:1#1:a#2:09');
+    expect(at([{ text: null }])).toBeNull();
   });
 });

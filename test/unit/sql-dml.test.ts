@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { TypedJson } from '../../src/model/json.ts';
 import { advanceCheckpointSql, claimCheckpointSql } from '../../src/sql/checkpoint.ts';
 import { dialectFromVersion } from '../../src/sql/dialect.ts';
-import { ColumnDefault, columnPlaceholder, deleteTombstoned, guardedDelete, keyPlaceholder, lockTombstones, lwwUpsert, plainDelete, readBackVersions, replaceRows, sameKeys, tombstonedKeys, typedJsonExpr, upsertTombstones } from '../../src/sql/dml.ts';
+import { CONFLICT_REASON_CHARS, ColumnDefault, columnPlaceholder, deleteTombstoned, fitConflictReason, guardedDelete, keyPlaceholder, lockTombstones, lwwUpsert, plainDelete, readBackVersions, replaceRows, sameKeys, tombstonedKeys, typedJsonExpr, upsertTombstones } from '../../src/sql/dml.ts';
 import { quoteIdent } from '../../src/sql/quote.ts';
 import { metaSchemaDdl, tombstoneTableDdl } from '../../src/sql/templates.ts';
 
@@ -243,5 +243,25 @@ describe('placeholders compared with a column', () => {
     expect(columnPlaceholder('CAST(? AS DATETIME(6))')).toBe('CAST(? AS DATETIME(6))');
     expect(columnPlaceholder('CAST(? AS BINARY(4))')).toBe('CAST(? AS BINARY(4))');
     expect(columnPlaceholder('CAST(? AS DECIMAL(10,2))')).toBe('CAST(? AS DECIMAL(10,2))');
+  });
+});
+
+// A follow-up's reason names the parent, the child and the foreign key: with 64-character names it is
+// longer than the conflict log's VARCHAR(255), and a strict-mode insert of it would fail the sink's
+// transaction on every retry.
+describe('a conflict-log reason', () => {
+  it('is kept whole up to the column width and cut with an ellipsis beyond it, counting characters, not UTF-16 units', () => {
+    expect(fitConflictReason('short')).toBe('short');
+    const exact = 'r'.repeat(CONFLICT_REASON_CHARS);
+    expect(fitConflictReason(exact)).toBe(exact);
+    const long = `foreign key cascade: removed by this node as its own delete (version 1) before the delete of its parent ${'p'.repeat(129)} (${'c'.repeat(129)})`;
+    const cut = fitConflictReason(long);
+    expect(Array.from(cut)).toHaveLength(CONFLICT_REASON_CHARS);
+    expect(cut.startsWith('foreign key cascade: removed by this node as its own delete (version 1)')).toBe(true);
+    expect(cut.endsWith('…')).toBe(true);
+    // Astral characters (two UTF-16 units each) are never split into a lone surrogate.
+    const astral = fitConflictReason('😀'.repeat(300));
+    expect(Array.from(astral)).toHaveLength(CONFLICT_REASON_CHARS);
+    expect(astral.slice(0, -1)).toBe('😀'.repeat(CONFLICT_REASON_CHARS - 1));
   });
 });

@@ -23,6 +23,7 @@ export function describeResult(r: HarnessResult): string {
     `unknown commit outcomes (decided by their markers): committed ${r.unknownOutcomes.committed}, not committed ${r.unknownOutcomes.notCommitted}, unresolved ${r.unknownOutcomes.unresolved.length}`,
     `replication: applied ${r.replication.applied}, stale skipped ${r.replication.staleSkipped}, skipped by tombstone ${r.replication.skippedByTombstone}`,
     `audit: ${audit}`,
+    `LWW's cost under clock skew: ${r.skewCost.lostToEarlier} of ${r.skewCost.authored} writes began after a newer-versioned write of their key had committed and lost to it (${r.skewCost.keys} keys)`,
     `harness event loop delay: max ${r.harnessLoopDelayMs.max} ms, p99 ${r.harnessLoopDelayMs.p99} ms`,
     `replicator: started ${r.replicatorStarts}×, killed ${r.replicatorKills}×; directions: ${r.directions.map((d) => `${d.name} restarts=${d.restarts}${d.lastError ? ` last-error="${d.lastError}"` : ''}`).join(', ') || 'none reported'}`,
     ...r.faults.map(
