@@ -141,10 +141,12 @@ async function bare(conn: Connection, db: string, changes: Change[], batch: numb
 /** Server-side statement preparations and executions per 1,000 changes of the last timed run (each PREPARE is a round trip and a parse). */
 let preparesPerK = Number.NaN;
 let executesPerK = Number.NaN;
-async function statementCounts(): Promise<{ prepare: number; execute: number }> {
-  const [rows] = (await admin.query("SHOW GLOBAL STATUS WHERE Variable_name IN ('Com_stmt_prepare', 'Com_stmt_execute')")) as unknown as [Array<{ Variable_name: string; Value: string }>];
+/** Bytes the server received per change (statement texts, parameters, protocol): what the client had to encode and send. */
+let bytesPerChange = Number.NaN;
+async function statementCounts(): Promise<{ prepare: number; execute: number; received: number }> {
+  const [rows] = (await admin.query("SHOW GLOBAL STATUS WHERE Variable_name IN ('Com_stmt_prepare', 'Com_stmt_execute', 'Bytes_received')")) as unknown as [Array<{ Variable_name: string; Value: string }>];
   const of = (name: string) => Number(rows.find((r) => r.Variable_name === name)?.Value ?? Number.NaN);
-  return { prepare: of('Com_stmt_prepare'), execute: of('Com_stmt_execute') };
+  return { prepare: of('Com_stmt_prepare'), execute: of('Com_stmt_execute'), received: of('Bytes_received') };
 }
 
 /** What a logged statement is, from its text (the sink's statements and the baselines'). */
@@ -196,6 +198,7 @@ async function measure(method: Method, batch: number, n: number): Promise<number
     const after = await statementCounts();
     preparesPerK = ((after.prepare - before.prepare) * 1000) / n;
     executesPerK = ((after.execute - before.execute) * 1000) / n;
+    bytesPerChange = (after.received - before.received) / n;
   }
 }
 
@@ -240,7 +243,7 @@ try {
         const m = METHODS[(j + round) % METHODS.length]!;
         rates.get(m)!.push(await measure(m, batch, n));
         cpus.get(m)!.push(cpuPerChange);
-        statements.get(m)!.push(`${preparesPerK.toFixed(1)}/${executesPerK.toFixed(1)}`);
+        statements.get(m)!.push(`${preparesPerK.toFixed(1)}/${executesPerK.toFixed(1)}/${bytesPerChange.toFixed(0)}`);
       }
     }
     const med = (m: Method) => (rates.has(m) ? median(rates.get(m)!) : Number.NaN);
@@ -260,7 +263,7 @@ try {
       'REPLACE CPU µs/chg': cpus.has('replace') ? Number(median(cpus.get('replace')!).toFixed(1)) : '—',
     });
     console.log(`  batch ${batch}: ${METHODS.map((m) => `${m} [${rates.get(m)!.map(k).join(' ')}]`).join(', ')}`);
-    console.log(`  batch ${batch} server PREPARE/EXECUTE per 1,000 changes: ${METHODS.map((m) => `${m} [${statements.get(m)!.join(' ')}]`).join(', ')}`);
+    console.log(`  batch ${batch} server PREPARE/EXECUTE per 1,000 changes/bytes received per change: ${METHODS.map((m) => `${m} [${statements.get(m)!.join(' ')}]`).join(', ')}`);
     console.log(`  batch ${batch} client CPU µs/change: ${METHODS.map((m) => `${m} [${cpus.get(m)!.map((c) => c.toFixed(1)).join(' ')}]`).join(', ')}`);
   }
   console.table(table);

@@ -14,6 +14,12 @@ export interface ConnectOptions {
   /** Statements run once after connecting (session setup). */
   init?: string[];
   multipleStatements?: boolean;
+  /**
+   * mysql2 captures the caller's stack on every query and execute to put it on an error (default
+   * on). The sink's apply connections turn it off: a per-statement cost on the hot path, and their
+   * errors are wrapped with the table and statement kind anyway.
+   */
+  traceCallers?: boolean;
 }
 
 /** Server-side prepared statements one connection keeps open (mysql2 closes the least recently used). */
@@ -49,6 +55,7 @@ export async function connect(target: Target, options: ConnectOptions = {}): Pro
     ...EXACT,
     connectTimeout: options.connectTimeoutMs ?? 10_000,
     multipleStatements: options.multipleStatements ?? false,
+    trace: options.traceCallers ?? true,
   });
   try {
     await conn.query("SET time_zone = '+00:00'");

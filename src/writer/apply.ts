@@ -6,9 +6,11 @@
 // tombstone covers), rows clashing on a secondary UNIQUE key retried and then replayed in source
 // order; then commit. Counts are returned, never merged here.
 //
-// Round trips of a batch of one table in the steady state: the checkpoint, the tombstone read, the
-// upsert, COMMIT (the transaction starts implicitly: the apply connection runs with autocommit
-// off); plus one when a tombstone holds a key back, and one when rows were inserted.
+// Round trips of a batch of one table in the steady state: the checkpoint, the tombstone read (one
+// per 1,024 keys of the table, not one per statement), the upsert, COMMIT (the transaction starts
+// implicitly: the apply connection runs with autocommit off); plus one when a tombstone holds a key
+// back, and one when rows were inserted, unless the key is one integer column and the read found no
+// tombstone of any key (PartState.tombstoneFree).
 //
 // Locking (see README "Why concurrent local writes stay exact"): the sink runs at REPEATABLE READ.
 // A delete writes (and X-locks) the tombstone before it deletes the row. An upsert first reads the
@@ -32,6 +34,7 @@ import {
   fitConflictReason,
   guardedDelete,
   insertConflictSql,
+  isIntegerKey,
   keyPlaceholder,
   lockTombstones,
   lwwUpsert,
@@ -402,43 +405,88 @@ function clashedOut(up: PlannedUpsert, stored: Stored): boolean {
   return (stored.row === undefined || stored.row < up.version) && (stored.tomb === undefined || stored.tomb < up.version);
 }
 
+interface TombstoneRead {
+  /** Positions of the keys held back by a tombstone as new or newer. */
+  held: Set<number>;
+  /** No tombstone of any of the keys exists (each key's gap stays locked until commit). */
+  none: boolean;
+}
+
+/** A key list padded to STATEMENT_ROW_STEP by repeating its last key (harmless in a read), so that the statement's text repeats. */
+function paddedKeys(keys: SqlValue[][]): SqlValue[][] {
+  if (keys.length <= STEP_FROM_ROWS || keys.length % STATEMENT_ROW_STEP === 0) return keys;
+  const last = keys[keys.length - 1]!;
+  const out = keys.slice();
+  while (out.length % STATEMENT_ROW_STEP !== 0) out.push(last);
+  return out;
+}
+
+/** Reads and locks the keys' tombstones (see lockTombstones and tombstonedKeys), in statements within the parameter limits. */
+async function readTombstones(ctx: ApplyContext, meta: TableMeta, keys: readonly KeyPlan[], versions: readonly bigint[]): Promise<TombstoneRead> {
+  const s = shapesOf(meta, ctx.metaSchema);
+  const per = Math.min(MAX_ROWS_PER_STATEMENT, Math.floor(MAX_PARAMS / (meta.primaryKey.length + 2)));
+  const held = new Set<number>();
+  let none = true;
+  for (let from = 0; from < keys.length; from += per) {
+    const part = keys.slice(from, from + per);
+    const partVersions = versions.slice(from, from + per);
+    // Lock first with a plain key list; only when tombstones exist, ask which keys they hold back.
+    const found = await select(ctx, s.name, lockTombstones(s.tomb, paddedKeys(part.map((k) => k.key))));
+    if (found.length === 0) continue;
+    none = false;
+    // bigint: no Math.min.
+    let least = partVersions[0]!;
+    for (const v of partVersions) if (v < least) least = v;
+    if (!found.some((r) => BigInt(r[meta.versionColumn] as string) >= least)) continue;
+    const rows = await select(ctx, s.name, tombstonedKeys(s.table, s.tomb, part.map((k, i) => [...k.key, partVersions[i]!.toString()])));
+    for (const r of rows) held.add(from + Number(r._lww_i));
+  }
+  return { held, none };
+}
+
+/** Positions of the keys held back by a tombstone as new or newer (locking read, see tombstonedKeys). */
+async function tombstonedAt(ctx: ApplyContext, meta: TableMeta, keys: readonly KeyPlan[], versions: readonly bigint[]): Promise<Set<number>> {
+  return (await readTombstones(ctx, meta, keys, versions)).held;
+}
+
+interface PartState {
+  /**
+   * The part's tombstones were already read and locked, and only live rows are left (a late older
+   * child row whose parent is gone is never inserted even for a moment; a live row the foreign key
+   * still refuses is a real error and stops the direction). Unchecked parts are read first.
+   */
+  checked?: boolean;
+  /** A collated referenced key was respelled for this part once already (foreign-keys.ts). */
+  respelled?: boolean;
+  /**
+   * The locking read found no tombstone of any key and the key is one integer column: no inserted
+   * row can be covered, so the check after the upsert is left out. Integers have no spelling, so
+   * the read's per-key equalities cannot miss a tombstone the way collated keys can on MariaDB
+   * (see deleteTombstoned), and the read's gap locks keep one from appearing before commit.
+   */
+  tombstoneFree?: boolean;
+}
+
 /**
  * Applies one statement's worth of upserts and counts them; returns the keys that clashed on a
  * secondary UNIQUE key (not counted yet). A clash while updating fails the statement (and only the
  * statement): its rows are then applied one by one. A clash while inserting is a silent no-op of
  * the key guard, found by reading the keys back.
  */
-/** Positions of the keys held back by a tombstone as new or newer (locking read, see tombstonedKeys). */
-async function tombstonedAt(ctx: ApplyContext, meta: TableMeta, keys: readonly KeyPlan[], versions: readonly bigint[]): Promise<Set<number>> {
+async function upsertPart(ctx: ApplyContext, meta: TableMeta, part: KeyPlan[], counts: TableCounters, hasUnique: boolean, state: PartState = {}): Promise<KeyPlan[]> {
   const s = shapesOf(meta, ctx.metaSchema);
-  // Lock first with a plain key list; only when tombstones exist, ask which keys they hold back.
-  const found = await select(ctx, s.name, lockTombstones(s.tomb, keys.map((k) => k.key)));
-  // bigint: no Math.min.
-  let least = versions[0]!;
-  for (const v of versions) if (v < least) least = v;
-  if (!found.some((r) => BigInt(r[meta.versionColumn] as string) >= least)) return new Set();
-  const rows = await select(ctx, s.name, tombstonedKeys(s.table, s.tomb, keys.map((k, i) => [...k.key, versions[i]!.toString()])));
-  return new Set(rows.map((r) => Number(r._lww_i)));
-}
-
-/**
- * `checked`: the part's tombstones were already read and locked, and only live rows are left (a
- * late older child row whose parent is gone is never inserted even for a moment; a live row the
- * foreign key still refuses is a real error and stops the direction). Unchecked parts are read first.
- */
-async function upsertPart(ctx: ApplyContext, meta: TableMeta, part: KeyPlan[], counts: TableCounters, hasUnique: boolean, checked = false, respelled = false): Promise<KeyPlan[]> {
-  const s = shapesOf(meta, ctx.metaSchema);
+  const { checked = false, respelled = false } = state;
   if (!checked) {
     const held = await tombstonedAt(ctx, meta, part, part.map((k) => k.upsert!.version));
     counts.skippedByTombstone += held.size;
     const live = held.size === 0 ? part : part.filter((_, i) => !held.has(i));
-    return live.length === 0 ? [] : upsertPart(ctx, meta, live, counts, hasUnique, true, respelled);
+    return live.length === 0 ? [] : upsertPart(ctx, meta, live, counts, hasUnique, { checked: true, respelled });
   }
   try {
     const res = await run(ctx, s.name, lwwUpsert(s.table, part.map((k) => k.upsert!.row), ctx.dialect));
     const o = upsertOutcome(part.length, res.affectedRows, res.info);
     // The tombstone half of the guard: only inserted rows can be covered (see deleteTombstoned).
-    const covered = o.inserted > 0 ? (await run(ctx, s.name, deleteTombstoned(s.table, s.tomb, part.map((k) => k.key)))).affectedRows : 0;
+    const covered = o.inserted > 0 && !state.tombstoneFree ? (await run(ctx, s.name, deleteTombstoned(s.table, s.tomb, part.map((k) => k.key)))).affectedRows : 0;
     counts.inserted += o.inserted - covered;
     counts.updated += o.updated;
     counts.skippedByTombstone += covered;
@@ -457,7 +505,7 @@ async function upsertPart(ctx: ApplyContext, meta: TableMeta, part: KeyPlan[], c
     return clashed;
   } catch (err) {
     // A collated referenced key respelled (foreign-keys.ts); the retry meets the error again only if something else was refused.
-    if (isReferencedRow(err) && !respelled && (await respellReferencedKeys(foreignKeyIo(ctx), meta, part, 'refused'))) return upsertPart(ctx, meta, part, counts, hasUnique, checked, true);
+    if (isReferencedRow(err) && !respelled && (await respellReferencedKeys(foreignKeyIo(ctx), meta, part, 'refused'))) return upsertPart(ctx, meta, part, counts, hasUnique, { ...state, respelled: true });
     // Refused again after a respell: the part can hold one key in two spellings (keys equal under the
     // collation stay apart in coalesce), each newer than the stored row. In one statement they take
     // turns: the respell gives the row one spelling, the upsert's other row changes it back, refused,
@@ -465,13 +513,13 @@ async function upsertPart(ctx: ApplyContext, meta: TableMeta, part: KeyPlan[], c
     // gets one respell and the newest version's spelling is the one that stays.
     if (isReferencedRow(err) && respelled && part.length > 1) {
       const clashed: KeyPlan[] = [];
-      for (const one of part) clashed.push(...(await upsertPart(ctx, meta, [one], counts, hasUnique, checked)));
+      for (const one of part) clashed.push(...(await upsertPart(ctx, meta, [one], counts, hasUnique, { checked, tombstoneFree: state.tombstoneFree })));
       return clashed;
     }
     if (isMissingParent(err)) {
       if (part.length > 1) {
         const clashed: KeyPlan[] = [];
-        for (const one of part) clashed.push(...(await upsertPart(ctx, meta, [one], counts, hasUnique, true)));
+        for (const one of part) clashed.push(...(await upsertPart(ctx, meta, [one], counts, hasUnique, { checked: true, tombstoneFree: state.tombstoneFree })));
         return clashed;
       }
       // A stale write (a replay of one this node already settled newer) is refused by the foreign key
@@ -483,13 +531,13 @@ async function upsertPart(ctx: ApplyContext, meta: TableMeta, part: KeyPlan[], c
       }
       if (await dropChildOfDeletedParent(foreignKeyIo(ctx), meta, part[0]!, counts)) return [];
       const nulled = meta.setNullKeys && (await nullDeletedParents(ctx, meta, part[0]!));
-      if (nulled) return upsertPart(ctx, meta, [nulled], counts, hasUnique, true);
+      if (nulled) return upsertPart(ctx, meta, [nulled], counts, hasUnique, { checked: true });
       throw err;
     }
     if (!isDupEntry(err)) throw err;
     if (part.length === 1) return part;
     const clashed: KeyPlan[] = [];
-    for (const one of part) clashed.push(...(await upsertPart(ctx, meta, [one], counts, hasUnique, checked)));
+    for (const one of part) clashed.push(...(await upsertPart(ctx, meta, [one], counts, hasUnique, { checked, tombstoneFree: state.tombstoneFree })));
     return clashed;
   }
 }
@@ -539,11 +587,17 @@ async function nullDeletedParents(ctx: ApplyContext, meta: TableMeta, k: KeyPlan
 async function applyUpserts(ctx: ApplyContext, meta: TableMeta, keys: KeyPlan[], counts: TableCounters): Promise<void> {
   const hasUnique = Object.keys(meta.uniqueKeys).length > 0;
   const perStatement = Math.max(1, Math.min(MAX_ROWS_PER_STATEMENT, Math.floor(MAX_PARAMS / meta.writableColumns.length)));
+  const integerKey = isIntegerKey(shapesOf(meta, ctx.metaSchema).table);
   let pending = keys;
   for (;;) {
+    // One tombstone read for the round's keys, not one per statement: a round trip fewer per part.
+    const read = await readTombstones(ctx, meta, pending, pending.map((k) => k.upsert!.version));
+    counts.skippedByTombstone += read.held.size;
+    const live = read.held.size === 0 ? pending : pending.filter((_, i) => !read.held.has(i));
+    const state: PartState = { checked: true, tombstoneFree: read.none && integerKey };
     const clashed: KeyPlan[] = [];
-    for (const part of chunksWithin(pending, perStatement, statementBudget(ctx), (k) => rowWireBytesAtMost(k.upsert!.row))) {
-      clashed.push(...(await upsertPart(ctx, meta, part, counts, hasUnique)));
+    for (const part of chunksWithin(live, perStatement, statementBudget(ctx), (k) => rowWireBytesAtMost(k.upsert!.row))) {
+      clashed.push(...(await upsertPart(ctx, meta, part, counts, hasUnique, state)));
     }
     if (clashed.length === 0) return;
     const progress = clashed.length < pending.length;
@@ -696,7 +750,7 @@ async function landAfterClash(ctx: ApplyContext, meta: TableMeta, k: KeyPlan, co
     await run(ctx, s.name, lwwUpsert(s.table, [up.row], ctx.dialect));
   } catch (err) {
     if (!isMissingParent(err)) throw err;
-    return (await upsertPart(ctx, meta, [k], counts, true, true)).length === 0;
+    return (await upsertPart(ctx, meta, [k], counts, true, { checked: true })).length === 0;
   }
   const [after] = await readBack(ctx, meta, [k.key]);
   return after?.row === up.version;

@@ -40,7 +40,7 @@ const optionsSchema = z
         maxTransactionRows: z.number().int().min(1).default(100_000),
         /** A transaction of several changes above this (approximate in-memory bytes) is refused; one row alone is bounded by the target's max_allowed_packet instead. */
         maxTransactionBytes: z.number().int().min(1024).default(64 << 20),
-        /** write() waits while the queue holds more than this (values plus per-row objects): the sink's share of memory. */
+        /** write() waits while the queue holds more than this (values plus per-row objects), the window being applied not counted: the sink's share of memory besides that window. */
         maxQueueBytes: z.number().int().min(1024).default(16 << 20),
         /** Versions whose physical part is further than this ahead of the sink's clock are refused (InvalidChangeError). */
         maxFutureMs: z.number().int().min(0).default(3_600_000),

@@ -127,6 +127,9 @@ class LwwSink implements Sink {
   private readonly pending: Queued[] = [];
   private pendingRows = 0;
   private pendingBytes = 0;
+  /** The part of pendingRows/pendingBytes taken by the batch being applied (back-pressure leaves it out). */
+  private takenRows = 0;
+  private takenBytes = 0;
   private writeChain: Promise<void> = Promise.resolve();
   private seq = 0;
   private committedSeq = 0;
@@ -176,6 +179,7 @@ class LwwSink implements Sink {
     const { timeouts } = this.options;
     return connect(this.options.target as Target | ConnectionOptions, {
       connectTimeoutMs: timeouts.connectMs,
+      traceCallers: false,
       init: [
         'SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ',
         "SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION,NO_AUTO_VALUE_ON_ZERO,ERROR_FOR_DIVISION_BY_ZERO'",
@@ -395,18 +399,23 @@ class LwwSink implements Sink {
     this.pendingRows += prepared.ops.length;
     this.pendingBytes += weight;
     this.kick();
-    // Back-pressure, the one place that decides it: the caller waits while the queue holds more
-    // than two windows (one being applied, one ready) or more than its byte budget.
+    // Back-pressure, the one place that decides it: the caller waits while the queue holds more than
+    // two windows besides the one being applied, or more than its byte budget.
     while (this.overQueue() && !this.failure && !this.closed) {
       await new Promise<void>((r) => this.drainWaiters.push(r));
     }
     this.assertUsable();
   }
 
-  /** The queue is past its bound: two windows of rows (a window: one batch per apply worker) or limits.maxQueueBytes. */
+  /**
+   * The queue is past its bound: two windows of rows (a window: one batch per apply worker) or
+   * limits.maxQueueBytes, not counting the window being applied. The caller prepares the next
+   * windows while the server runs this one (counted in, the caller waited while the server worked
+   * and the server while the caller prepared).
+   */
   private overQueue(): boolean {
     const { batch, applyWorkers, limits } = this.options;
-    return this.pendingRows > 2 * batch.maxRows * applyWorkers || this.pendingBytes > limits.maxQueueBytes;
+    return this.pendingRows - this.takenRows > 2 * batch.maxRows * applyWorkers || this.pendingBytes - this.takenBytes > limits.maxQueueBytes;
   }
 
   private latestAtMs = Number.NaN;
@@ -508,6 +517,11 @@ class LwwSink implements Sink {
       const full = this.pendingRows >= batch.maxRows || this.pendingBytes >= batch.maxBytes;
       if (!full && !this.flushRequested) return;
       const taken = this.takeBatch();
+      for (const q of taken) {
+        this.takenRows += q.txn.ops.length;
+        this.takenBytes += q.weight;
+      }
+      this.wakeWriters();
       try {
         await this.applyBatch(taken);
       } catch (err) {
@@ -520,6 +534,8 @@ class LwwSink implements Sink {
         this.pendingRows -= q.txn.ops.length;
         this.pendingBytes -= q.weight;
       }
+      this.takenRows = 0;
+      this.takenBytes = 0;
       this.committedSeq = taken[taken.length - 1]!.seq;
       if (this.pending.length === 0) this.flushRequested = false;
       this.settleWaiters();
@@ -533,11 +549,15 @@ class LwwSink implements Sink {
     const done = this.waiters.filter((w) => w.seq <= this.committedSeq);
     this.waiters = this.waiters.filter((w) => w.seq > this.committedSeq);
     for (const w of done) w.resolve();
-    if (!this.overQueue()) {
-      const d = this.drainWaiters;
-      this.drainWaiters = [];
-      for (const r of d) r();
-    }
+    this.wakeWriters();
+  }
+
+  /** Lets waiting writers go on once the queue is back within its bound. */
+  private wakeWriters(): void {
+    if (this.overQueue()) return;
+    const d = this.drainWaiters;
+    this.drainWaiters = [];
+    for (const r of d) r();
   }
 
   private fail(err: unknown): void {

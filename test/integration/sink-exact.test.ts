@@ -60,6 +60,38 @@ describeEachEngine('LWW sink, exact keys', 1, (ctx) => {
     expect(await conflicts('ex1')).toBe(0);
   });
 
+  it('in a transaction of thousands of rows, the keys a newer tombstone holds back stay deleted wherever they fall among the statements', async () => {
+    // 2,500 keys take three tombstone reads (1,024 keys each at most) and several upserts; the held
+    // keys sit in the first, second and last read, and in the padded tail of a read (70 keys: > 64).
+    await freshDatabase(conn, 'ex9', [
+      'CREATE TABLE {{db}}.n (id BIGINT NOT NULL PRIMARY KEY, v INT, _lww_ts BIGINT UNSIGNED NOT NULL)',
+      'CREATE TABLE {{db}}.s (k VARCHAR(16) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NOT NULL PRIMARY KEY, v INT, _lww_ts BIGINT UNSIGNED NOT NULL)',
+    ]);
+    const sink = sinkFor();
+    const held = [7, 1030, 2049, 2499];
+    const del = (table: 'n' | 's', i: number): Change =>
+      table === 'n' ? { schema: 'ex9', table, op: 'delete', before: { id: i }, version: 900n } : { schema: 'ex9', table, op: 'delete', before: { k: `key-${i}` }, version: 900n };
+    await sink.write({ sourceId: 'x', position: '1', changes: [...held.map((i) => del('n', i)), ...held.map((i) => del('s', i)), del('n', 65), del('s', 65)] });
+    await sink.flush();
+    const rows = (table: 'n' | 's', n: number): Change[] =>
+      Array.from({ length: n }, (_, i) =>
+        table === 'n' ? { schema: 'ex9', table, op: 'insert', after: { id: i, v: i }, version: 500n } : { schema: 'ex9', table, op: 'insert', after: { k: `KEY-${i}`, v: i }, version: 500n },
+      );
+    await sink.write({ sourceId: 'x', position: '2', changes: [...rows('n', 2500), ...rows('s', 2500)] });
+    await sink.flush();
+    // A second transaction of 70 keys: the tombstone read pads its key list to 80.
+    await sink.write({ sourceId: 'x', position: '3', changes: [...rows('n', 70).map((c) => ({ ...c, version: 600n })), ...rows('s', 70).map((c) => ({ ...c, version: 600n }))] });
+    await sink.flush();
+    const absent = (have: number[]) => Array.from({ length: 2500 }, (_, i) => i).filter((i) => !have.includes(i));
+    const ids = (await rowsOf(conn, 'ex9', 'n', ['id'])).map((r) => Number(r.id));
+    expect(absent(ids)).toEqual([7, 65, 1030, 2049, 2499]);
+    const ks = (await rowsOf(conn, 'ex9', 's', ['k'])).map((r) => Number(String(r.k).slice(4)));
+    expect(absent(ks)).toEqual([7, 65, 1030, 2049, 2499]);
+    // 5 held keys in the first transaction, 2 in the second (7 and 65 are below 70).
+    expect(sink.stats().tables['ex9.n']).toMatchObject({ skippedByTombstone: 7, inserted: 2495 });
+    expect(sink.stats().tables['ex9.s']).toMatchObject({ skippedByTombstone: 7, inserted: 2495 });
+  });
+
   it('a case-only key change keeps the row, and concurrent spellings of one key converge on the newest', async () => {
     await freshDatabase(conn, 'ex2', ['CREATE TABLE {{db}}.t (k VARCHAR(10) COLLATE utf8mb4_general_ci NOT NULL PRIMARY KEY, v INT, _lww_ts BIGINT UNSIGNED NOT NULL)']);
     const sink = sinkFor();
