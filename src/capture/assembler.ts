@@ -604,6 +604,14 @@ export class TransactionAssembler {
   /** Walks the transaction's order: the tombstone writes each delete (not emitted yet) may take its version from. */
   private deleteWindows(txn: OpenTransaction): Map<PendingChange, DeleteTombstones> {
     const out = new Map<PendingChange, DeleteTombstones>();
+    if (txn.keyColumns.size === 0) {
+      // No tombstone written in the transaction (tombstone entries set keyColumns): a delete has none
+      // to take, and no key needs following. The common single-row update takes this path.
+      for (const e of txn.order) {
+        if (e.kind === 'row' && e.change.op === 'delete') out.set(e.change, { after: [], before: [], settled: txn.events > e.event });
+      }
+      return out;
+    }
     const keys = new Map<string, { awaiting?: DeleteTombstones; since: TombEntry[] }>();
     const stateOf = (tombTable: string, text: string) => {
       const id = `${tombTable}\u0002${text}`;
