@@ -7,7 +7,7 @@
 //
 // Used by the first start of a replication direction (initial-copy.ts) and by `lww-sink sync`
 // (repair.ts). Memory: one chunk in hand, plus whatever the sink queues (bounded by its
-// limits.maxQueueBytes, which makes this loop wait).
+// limits.maxQueueBytes besides the window it is applying, which makes this loop wait).
 import type { Connection } from 'mysql2/promise';
 import type { RowChange } from '../model/change.ts';
 import { HorizonCrossedError } from '../errors.ts';

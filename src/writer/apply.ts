@@ -421,15 +421,41 @@ function paddedKeys(keys: SqlValue[][]): SqlValue[][] {
   return out;
 }
 
-/** Reads and locks the keys' tombstones (see lockTombstones and tombstonedKeys), in statements within the parameter limits. */
+/** Bytes a key's row takes in tombstonedKeys beside its values, at most: position, version, and statement text per key column. */
+const keyRowExtraBytes = (keyColumns: number) => 64 + 64 * keyColumns;
+
+/**
+ * Where the next tombstone read ends: at most `per` keys, and within the packet budget with the
+ * padding of the lock statement counted (up to STATEMENT_ROW_STEP - 1 copies of a key). A key alone
+ * may exceed it: the sink refused rows too large for the packet before they got here.
+ */
+function readPartEnd(keys: readonly KeyPlan[], from: number, per: number, budget: number | undefined): number {
+  let to = from;
+  let bytes = 0;
+  let widest = 0;
+  while (to < keys.length && to - from < per) {
+    const key = keys[to]!.key;
+    const b = rowWireBytesAtMost(key) + keyRowExtraBytes(key.length);
+    const w = Math.max(widest, b);
+    if (budget !== undefined && to > from && bytes + b + (STATEMENT_ROW_STEP - 1) * w > budget) break;
+    bytes += b;
+    widest = w;
+    to++;
+  }
+  return to;
+}
+
+/** Reads and locks the keys' tombstones (see lockTombstones and tombstonedKeys), in statements within the parameter and packet limits. */
 async function readTombstones(ctx: ApplyContext, meta: TableMeta, keys: readonly KeyPlan[], versions: readonly bigint[]): Promise<TombstoneRead> {
   const s = shapesOf(meta, ctx.metaSchema);
   const per = Math.min(MAX_ROWS_PER_STATEMENT, Math.floor(MAX_PARAMS / (meta.primaryKey.length + 2)));
+  const budget = statementBudget(ctx);
   const held = new Set<number>();
   let none = true;
-  for (let from = 0; from < keys.length; from += per) {
-    const part = keys.slice(from, from + per);
-    const partVersions = versions.slice(from, from + per);
+  for (let from = 0, to = 0; from < keys.length; from = to) {
+    to = readPartEnd(keys, from, per, budget);
+    const part = keys.slice(from, to);
+    const partVersions = versions.slice(from, to);
     // Lock first with a plain key list; only when tombstones exist, ask which keys they hold back.
     const found = await select(ctx, s.name, lockTombstones(s.tomb, paddedKeys(part.map((k) => k.key))));
     if (found.length === 0) continue;

@@ -92,6 +92,28 @@ describeEachEngine('LWW sink, exact keys', 1, (ctx) => {
     expect(sink.stats().tables['ex9.s']).toMatchObject({ skippedByTombstone: 7, inserted: 2495 });
   });
 
+  it('the tombstone read of wide keys is split to fit max_allowed_packet, and a held key among them stays deleted', async () => {
+    // 1,024 keys of 2,000 bytes are about 2 MB in one read; the target takes 1 MB packets.
+    await freshDatabase(conn, 'ex10', ['CREATE TABLE {{db}}.w (k VARBINARY(2048) NOT NULL PRIMARY KEY, v INT, _lww_ts BIGINT UNSIGNED NOT NULL)']);
+    const [[before]] = await conn.query<RowDataPacket[]>('SELECT @@GLOBAL.max_allowed_packet AS p');
+    await conn.query('SET GLOBAL max_allowed_packet = ?', [1 << 20]);
+    try {
+      const sink = sinkFor();
+      const key = (i: number) => Buffer.concat([Buffer.from(String(i).padStart(5, '0')), Buffer.alloc(1995, 0x61 + (i % 26))]);
+      await sink.write({ sourceId: 'x', position: '1', changes: [{ schema: 'ex10', table: 'w', op: 'delete', before: { k: key(700) }, version: 900n }] });
+      await sink.flush();
+      const rows: Change[] = Array.from({ length: 1024 }, (_, i) => ({ schema: 'ex10', table: 'w', op: 'insert', after: { k: key(i), v: i }, version: 500n }));
+      await sink.write({ sourceId: 'x', position: '2', changes: rows });
+      await sink.flush();
+      const [stored] = await conn.query<RowDataPacket[]>('SELECT COUNT(*) AS n, SUM(v) AS s FROM ex10.w');
+      expect(Number(stored[0]!.n)).toBe(1023);
+      expect(Number(stored[0]!.s)).toBe((1023 * 1024) / 2 - 700);
+      expect(sink.stats().tables['ex10.w']).toMatchObject({ skippedByTombstone: 1, inserted: 1023 });
+    } finally {
+      await conn.query('SET GLOBAL max_allowed_packet = ?', [Number(before!.p)]);
+    }
+  });
+
   it('a case-only key change keeps the row, and concurrent spellings of one key converge on the newest', async () => {
     await freshDatabase(conn, 'ex2', ['CREATE TABLE {{db}}.t (k VARCHAR(10) COLLATE utf8mb4_general_ci NOT NULL PRIMARY KEY, v INT, _lww_ts BIGINT UNSIGNED NOT NULL)']);
     const sink = sinkFor();
