@@ -485,7 +485,7 @@ interface PartState {
   /** A collated referenced key was respelled for this part once already (foreign-keys.ts). */
   respelled?: boolean;
   /**
-   * The locking read found no tombstone of any key and the key is one integer column: no inserted
+   * The locking read found no tombstone of any key and the key is one integer column (MySQL and MariaDB only): no inserted
    * row can be covered, so the check after the upsert is left out. Integers have no spelling, so
    * the read's per-key equalities cannot miss a tombstone the way collated keys can on MariaDB
    * (see deleteTombstoned), and the read's gap locks keep one from appearing before commit.
@@ -620,7 +620,8 @@ async function applyUpserts(ctx: ApplyContext, meta: TableMeta, keys: KeyPlan[],
     const read = await readTombstones(ctx, meta, pending, pending.map((k) => k.upsert!.version));
     counts.skippedByTombstone += read.held.size;
     const live = read.held.size === 0 ? pending : pending.filter((_, i) => !read.held.has(i));
-    const state: PartState = { checked: true, tombstoneFree: read.none && integerKey };
+    // TiDB takes no gap locks (and treats LOCK IN SHARE MODE as a no-op at most): the check stays there.
+    const state: PartState = { checked: true, tombstoneFree: read.none && integerKey && ctx.dialect !== 'tidb' };
     const clashed: KeyPlan[] = [];
     for (const part of chunksWithin(live, perStatement, statementBudget(ctx), (k) => rowWireBytesAtMost(k.upsert!.row))) {
       clashed.push(...(await upsertPart(ctx, meta, part, counts, hasUnique, state)));
