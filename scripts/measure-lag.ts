@@ -10,6 +10,7 @@ import { parseArgs } from 'node:util';
 import { prepareWorkloadTables, runWriters, type WorkloadOptions, workloadTables } from '../src/harness/workload.ts';
 import { install } from '../src/install/install.ts';
 import { physicalMicrosOf } from '../src/model/version.ts';
+import { quantile } from '../src/replicator/lag.ts';
 import { DEFAULT_APPLY_WORKERS, Replicator } from '../src/replicator/replicator.ts';
 import { startServers } from '../src/servers/index.ts';
 
@@ -53,10 +54,7 @@ try {
   const status = await replicator.status();
   await replicator.stop();
   console.log(`measure-lag on ${engine}: 2 nodes × ${threads} writers (${2 * threads} in all), single-row updates, ${values.seconds}s, ${applyWorkers} apply worker(s) per direction`);
-  const quantileOf = (xs: number[], q: number) => {
-    const sorted = [...xs].sort((a, b) => a - b);
-    return sorted.length === 0 ? Number.NaN : sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
-  };
+  const quantileOf = (xs: number[], q: number) => quantile(xs, q) ?? Number.NaN;
   for (const [i, r] of results.entries()) {
     // The writer's clock (harnessClockMs) and the trigger's are this machine's one clock.
     const delays = r.acked.filter((w) => w.committedAt !== undefined).map((w) => w.committedAt! - Number(physicalMicrosOf(w.version)) / 1000);

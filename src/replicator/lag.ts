@@ -29,9 +29,7 @@ export class LagRecorder {
 
   /** The q-quantile (0..1) of the recorded lags in ms, or undefined with no samples. */
   quantile(q: number): number | undefined {
-    if (this.samples.length === 0) return undefined;
-    const sorted = [...this.samples].sort((a, b) => a - b);
-    return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
+    return quantile(this.samples, q);
   }
 
   reset(): void {
@@ -39,4 +37,11 @@ export class LagRecorder {
     this.next = 0;
     this.last = undefined;
   }
+}
+
+/** The q-quantile (0..1) of `values` (nearest rank), or undefined with none. */
+export function quantile(values: readonly number[], q: number): number | undefined {
+  if (values.length === 0) return undefined;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
 }

@@ -531,7 +531,6 @@ export function rowExists(schema: string, table: string, match: UniqueValues): S
   };
 }
 
-/** Appends a row to the conflict log. Bound: source_id, schema, table, reason, version, row_json. */
 /** The conflict log's reason column holds this many characters (sql/meta.sql). */
 export const CONFLICT_REASON_CHARS = 255;
 
@@ -545,6 +544,7 @@ export function fitConflictReason(reason: string): string {
   return chars.length <= CONFLICT_REASON_CHARS ? reason : `${chars.slice(0, CONFLICT_REASON_CHARS - 1).join('')}…`;
 }
 
+/** Appends a row to the conflict log. Bound: source_id, schema, table, reason, version, row_json. */
 export function insertConflictSql(metaSchema: string): string {
   return (
     `INSERT INTO ${quoteTable(metaSchema, 'conflicts')} (${quoteList(['source_id', 'schema_name', 'table_name', 'reason', 'version', 'row_json'])})` +

@@ -171,9 +171,12 @@ export function rowWireBytesAtMost(row: readonly SqlValue[]): number {
 }
 
 /** Parts of at most `size` items whose rows (by `bytesOf`) stay within `budget` bytes; a row alone may exceed it. */
-function chunksWithin<T>(items: readonly T[], size: number, budget: number | undefined, bytesOf: (item: T) => number): T[][] {
-  if (budget === undefined) return chunks(items, size);
+function partsWithin<T>(items: readonly T[], size: number, budget: number | undefined, bytesOf: (item: T) => number): T[][] {
   const out: T[][] = [];
+  if (budget === undefined) {
+    for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
+    return out;
+  }
   let part: T[] = [];
   let bytes = 0;
   for (const item of items) {
@@ -187,7 +190,12 @@ function chunksWithin<T>(items: readonly T[], size: number, budget: number | und
     bytes += b;
   }
   if (part.length > 0) out.push(part);
-  return out.flatMap(stepped);
+  return out;
+}
+
+/** partsWithin, each part then cut so that its large statement's text repeats (stepped). */
+function chunksWithin<T>(items: readonly T[], size: number, budget: number | undefined, bytesOf: (item: T) => number): T[][] {
+  return budget === undefined ? chunks(items, size) : partsWithin(items, size, budget, bytesOf).flatMap(stepped);
 }
 
 /** A part cut at the largest multiple of STATEMENT_ROW_STEP, so that its large statement's text repeats. */
@@ -424,38 +432,24 @@ function paddedKeys(keys: SqlValue[][]): SqlValue[][] {
 /** Bytes a key's row takes in tombstonedKeys beside its values, at most: position, version, and statement text per key column. */
 const keyRowExtraBytes = (keyColumns: number) => 64 + 64 * keyColumns;
 
-/**
- * Where the next tombstone read ends: at most `per` keys, and within the packet budget with the
- * padding of the lock statement counted (up to STATEMENT_ROW_STEP - 1 copies of a key). A key alone
- * may exceed it: the sink refused rows too large for the packet before they got here.
- */
-function readPartEnd(keys: readonly KeyPlan[], from: number, per: number, budget: number | undefined): number {
-  let to = from;
-  let bytes = 0;
-  let widest = 0;
-  while (to < keys.length && to - from < per) {
-    const key = keys[to]!.key;
-    const b = rowWireBytesAtMost(key) + keyRowExtraBytes(key.length);
-    const w = Math.max(widest, b);
-    if (budget !== undefined && to > from && bytes + b + (STATEMENT_ROW_STEP - 1) * w > budget) break;
-    bytes += b;
-    widest = w;
-    to++;
-  }
-  return to;
-}
-
 /** Reads and locks the keys' tombstones (see lockTombstones and tombstonedKeys), in statements within the parameter and packet limits. */
 async function readTombstones(ctx: ApplyContext, meta: TableMeta, keys: readonly KeyPlan[], versions: readonly bigint[]): Promise<TombstoneRead> {
   const s = shapesOf(meta, ctx.metaSchema);
   const per = Math.min(MAX_ROWS_PER_STATEMENT, Math.floor(MAX_PARAMS / (meta.primaryKey.length + 2)));
+  const bytesOf = (k: KeyPlan) => rowWireBytesAtMost(k.key) + keyRowExtraBytes(k.key.length);
+  // Within the packet budget like the upserts, with room for the lock statement's padding (up to
+  // STATEMENT_ROW_STEP - 1 more copies of a key).
   const budget = statementBudget(ctx);
+  let widest = 0;
+  if (budget !== undefined) for (const k of keys) widest = Math.max(widest, bytesOf(k));
+  const room = budget === undefined ? undefined : Math.max(1, budget - (STATEMENT_ROW_STEP - 1) * widest);
   const held = new Set<number>();
   let none = true;
-  for (let from = 0, to = 0; from < keys.length; from = to) {
-    to = readPartEnd(keys, from, per, budget);
-    const part = keys.slice(from, to);
-    const partVersions = versions.slice(from, to);
+  let at = 0;
+  for (const part of partsWithin(keys, per, room, bytesOf)) {
+    const from = at;
+    at += part.length;
+    const partVersions = versions.slice(from, at);
     // Lock first with a plain key list; only when tombstones exist, ask which keys they hold back.
     const found = await select(ctx, s.name, lockTombstones(s.tomb, paddedKeys(part.map((k) => k.key))));
     if (found.length === 0) continue;
