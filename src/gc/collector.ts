@@ -242,7 +242,8 @@ class NodeCollector {
   }
 }
 
-function validate(o: GcOptions): void {
+/** Refuses options a pass could not run with (the scheduler checks them once, at start). */
+export function validateGcOptions(o: GcOptions): void {
   if (o.nodes.length < 2) throw new InvalidOptionsError(`GC needs every node of the mesh, at least two (got ${o.nodes.length})`);
   for (const [name, v] of [
     ['marginMs', o.marginMs],
@@ -250,6 +251,7 @@ function validate(o: GcOptions): void {
   ] as const) {
     if (v !== undefined && (!Number.isSafeInteger(v) || v < 0)) throw new InvalidOptionsError(`${name} must be a non-negative integer of milliseconds (got ${v})`);
   }
+
   if (o.batchRows !== undefined && (!Number.isSafeInteger(o.batchRows) || o.batchRows < 1 || o.batchRows > 10_000)) {
     throw new InvalidOptionsError(`batchRows must be an integer in 1..10000 (got ${o.batchRows})`);
   }
@@ -257,7 +259,7 @@ function validate(o: GcOptions): void {
 
 /** One GC pass over every node (see the header comment). Never throws for a node's failure: it is in the report. */
 export async function collectGarbage(options: GcOptions): Promise<GcReport> {
-  validate(options);
+  validateGcOptions(options);
   const started = Date.now();
   const metaSchema = options.metaSchema ?? 'lww_meta';
   const marginMs = options.marginMs ?? DEFAULT_GC_MARGIN_MS;

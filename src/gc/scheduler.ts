@@ -2,7 +2,7 @@
 // total for status and metrics. A pass that fails is logged and retried at the next interval; a
 // paused horizon is reported, not an error.
 import type { Logger } from '../writer/options.ts';
-import { collectGarbage, type GcOptions, type GcReport } from './collector.ts';
+import { collectGarbage, type GcOptions, type GcReport, validateGcOptions } from './collector.ts';
 
 export const DEFAULT_GC_INTERVAL_MS = 60_000;
 
@@ -37,6 +37,7 @@ export class GcScheduler {
     private readonly options: GcScheduleOptions,
     private readonly log: Logger,
   ) {
+    validateGcOptions(options);
     this.status = { intervalMs: options.intervalMs ?? DEFAULT_GC_INTERVAL_MS, marginMs: options.marginMs ?? 600_000, runs: 0, collected: 0, conflictsRemoved: 0, progressRowsRemoved: 0, byNode: {} };
   }
 

@@ -74,6 +74,16 @@ export function advanceCheckpointSql(meta: string): string {
   );
 }
 
+/**
+ * advanceCheckpointSql that also matches no row when some table of the target collected tombstones
+ * above a version (one more parameter, last): the batch's oldest update of a row its source held.
+ * The subquery's rows are read with shared locks (an UPDATE's subquery in REPEATABLE READ), so a
+ * collection under way waits for the batch, or the batch for it and then sees it. No extra round trip.
+ */
+export function advanceCheckpointUnlessCollectedSql(meta: string): string {
+  return `${advanceCheckpointSql(meta)} AND NOT EXISTS (SELECT 1 FROM ${quoteTable(meta, 'gc_state')} WHERE \`collected_below\` > CAST(? AS UNSIGNED))`;
+}
+
 /** Upgrades a checkpoints table made before parallel apply: the existing row becomes worker 0's. */
 export function addCheckpointWorkerSql(meta: string): string {
   return (

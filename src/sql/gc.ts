@@ -39,6 +39,12 @@ export function readTableGcStateSql(meta: string, schema: string, table: string)
   };
 }
 
+/** The same, as a locking read: a collector raising it (in the transaction that removes the tombstones) waits for the reader's commit, or the reader for the collector's. */
+export function lockTableGcStateSql(meta: string, schema: string, table: string): BoundStatement {
+  const read = readTableGcStateSql(meta, schema, table);
+  return { sql: `${read.sql} LOCK IN SHARE MODE`, values: read.values };
+}
+
 /**
  * The next tombstones below the horizon in key order, after `after` (exclusive) or from the start;
  * a consistent read, no locks. `key` typed so the keys come back exactly.

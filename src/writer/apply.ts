@@ -21,11 +21,12 @@
 // on MySQL 9.7 under load (lww_violation, traced to the removal statement finding nothing while a
 // locking read in the same transaction right after found the tombstone); it stays as a second check.
 import type { Connection, ResultSetHeader, RowDataPacket } from 'mysql2/promise';
-import { OwnershipLostError, UniqueClashError } from '../errors.ts';
+import { HorizonCrossedError, OwnershipLostError, UniqueClashError } from '../errors.ts';
 import { TypedJson } from '../model/json.ts';
 import { tombstoneTableName } from '../model/names.ts';
 import type { TableMeta } from '../model/table.ts';
-import { advanceCheckpointSql, readCheckpointSql } from '../sql/checkpoint.ts';
+import { advanceCheckpointSql, advanceCheckpointUnlessCollectedSql, readCheckpointSql } from '../sql/checkpoint.ts';
+import { lockTableGcStateSql } from '../sql/gc.ts';
 import type { Dialect } from '../sql/dialect.ts';
 import {
   ColumnDefault,
@@ -129,6 +130,8 @@ export interface ApplyContext {
   foreignKeyFollowUps?: boolean;
   /** This attempt's SET NULL children of deleted parents, checked before COMMIT (set by applyBatch). */
   followUpWatch?: ForeignKeyFollowUp[];
+  /** Set by applyBatch when some table collected tombstones above one of the batch's updates: guardCollectedHorizon reads on. */
+  horizonGuard?: { sources: string };
 }
 
 export interface BatchOutcome {
@@ -807,9 +810,62 @@ async function applyDeletesLww(ctx: ApplyContext, plan: TablePlan, counts: Table
   }
 }
 
+/** An upsert coming only from updates that kept their key: the source held the row (KeyOp.heldRow). */
+function ofHeldRow(k: KeyPlan): boolean {
+  return k.upsert?.heldRow === true && k.history.every((h) => h.heldRow);
+}
+
+/** The oldest version among the batch's upserts of rows their source held, if any. */
+function oldestHeldRowVersion(plans: readonly TablePlan[]): bigint | undefined {
+  let least: bigint | undefined;
+  for (const plan of plans) {
+    for (const k of plan.keys.values()) if (ofHeldRow(k) && (least === undefined || k.upsert!.version < least)) least = k.upsert!.version;
+  }
+  return least;
+}
+
+/**
+ * An update of a row the source held, with a version below the table's collected GC horizon, of a
+ * key the target holds neither a row nor a tombstone of, cannot be decided: the target once had the
+ * row, deleted it, and collected the tombstone whose version would decide. That is a foreign-key
+ * follow-up (stamped just above the row it corrects) or a write of a session whose clock is behind,
+ * from a node that lagged longer than the margin and applies the delete after it; inserting would
+ * bring the row back on this node only. The batch stops with HorizonCrossedError instead
+ * (permanent: the direction fails, it does not loop), as a sync does. An insert that old is the
+ * source's new row of a key both nodes collected (a session with SET TIMESTAMP in the past): the
+ * source kept it, so it lands (gc.test.ts). Runs only when the batch's checkpoint statement found a
+ * collection above the batch's oldest such update (applyBatch); both reads lock.
+ */
+async function guardCollectedHorizon(ctx: ApplyContext, meta: TableMeta, upserts: readonly KeyPlan[]): Promise<void> {
+  const guard = ctx.horizonGuard;
+  if (!guard) return;
+  const held = upserts.filter(ofHeldRow);
+  if (held.length === 0) return;
+  const read = lockTableGcStateSql(ctx.metaSchema, meta.schema, meta.table);
+  const rows = await select(ctx, `${ctx.metaSchema}.gc_state`, { sql: read.sql, values: [meta.schema, meta.table] });
+  const below = rows.length === 0 ? 0n : BigInt(String(rows[0]!.collected_below));
+  const under = held.filter((k) => k.upsert!.version < below);
+  if (under.length === 0) return;
+  const stored = await readBack(ctx, meta, under.map((k) => k.key));
+  const i = stored.findIndex((st) => st.row === undefined && st.tomb === undefined);
+  if (i < 0) return;
+  const k = under[i]!;
+  throw new HorizonCrossedError(
+    `refusing to apply ${meta.schema}.${meta.table} key ${keyDescription(meta, k.key)} at version ${k.upsert!.version} from ${guard.sources}: ` +
+      `the source updated a row this target no longer holds, at a version below the table's tombstones this target garbage-collected (below version ${below}), ` +
+      'so the delete that decides it is gone here, and applying the update would bring the row back on this node only. ' +
+      'The version is older than its transaction by more than the GC margin (a foreign-key follow-up or an update of a session whose clock is behind, ' +
+      'from a node that lagged longer than the margin): re-seed the source from a peer (README "Tombstone GC")',
+    guard.sources,
+    'the target',
+    `${meta.schema}.${meta.table}`,
+  );
+}
+
 /** A table's upserts (the second phase, parents before children). */
 async function applyUpsertsLww(ctx: ApplyContext, plan: TablePlan, counts: TableCounters): Promise<void> {
   let upserts = [...plan.keys.values()].filter((k) => k.upsert);
+  if (upserts.length > 0) await guardCollectedHorizon(ctx, plan.meta, upserts);
   if (plan.meta.claims && plan.meta.claims.length > 0) {
     // Claims first: an incoming row older than a claim of its value (this batch's or stored) loses.
     if (plan.releases.length > 0) await recordReleases(ctx, plan.meta, plan.releases, counts, upserts);
@@ -842,21 +898,35 @@ async function applyTableBypass(ctx: ApplyContext, plan: TablePlan, counts: Tabl
 export async function applyBatch(ctx: ApplyContext, plans: TablePlan[], advances: CheckpointAdvance[]): Promise<BatchOutcome> {
   const tables = new Map<string, TableCounters>();
   ctx.followUpWatch = ctx.foreignKeyFollowUps && !ctx.bypass ? [] : undefined;
+  ctx.horizonGuard = undefined;
+  // Updates of held rows ask the first checkpoint statement whether any table collected tombstones above the oldest of them (guardCollectedHorizon).
+  let heldSince = ctx.bypass ? undefined : oldestHeldRowVersion(plans);
   if (!ctx.implicitBegin) await ctx.conn.query('BEGIN');
   try {
     // The checkpoint first: a capture reading this transaction from the binlog knows from its first
     // row event that a sink wrote it, before it could hand any part of it on (no loops, see
     // capture/assembler.ts chunks). It commits with the data all the same.
     for (const a of advances) {
-      const res = await run(ctx, `${ctx.metaSchema}.checkpoints`, {
-        sql: advanceCheckpointSql(ctx.metaSchema),
-        values: [a.position, a.version.toString(), a.sourceTimeUs === undefined ? null : a.sourceTimeUs.toString(), a.seq.toString(), a.sourceId, a.worker, a.epoch.toString()],
-      });
+      const values = [a.position, a.version.toString(), a.sourceTimeUs === undefined ? null : a.sourceTimeUs.toString(), a.seq.toString(), a.sourceId, a.worker, a.epoch.toString()];
+      let res = await run(
+        ctx,
+        `${ctx.metaSchema}.checkpoints`,
+        heldSince === undefined ? { sql: advanceCheckpointSql(ctx.metaSchema), values } : { sql: advanceCheckpointUnlessCollectedSql(ctx.metaSchema), values: [...values, heldSince.toString()] },
+      );
       if (res.affectedRows === 0) {
         const [rows] = await ctx.conn.query<RowDataPacket[]>(readCheckpointSql(ctx.metaSchema), [a.sourceId]);
-        throw new OwnershipLostError(a.sourceId, a.epoch, BigInt((rows[0]?.owner_epoch as string | undefined) ?? '0'));
+        const owner = BigInt((rows[0]?.owner_epoch as string | undefined) ?? '0');
+        if (heldSince === undefined || rows.length === 0 || owner !== a.epoch) throw new OwnershipLostError(a.sourceId, a.epoch, owner);
+        // Still ours: it was the collection. The checkpoint moves all the same, and the tables are checked one by one.
+        heldSince = undefined;
+        ctx.horizonGuard = { sources: [...new Set(advances.map((x) => x.sourceId))].join(',') };
+        res = await run(ctx, `${ctx.metaSchema}.checkpoints`, { sql: advanceCheckpointSql(ctx.metaSchema), values });
+        if (res.affectedRows === 0) throw new OwnershipLostError(a.sourceId, a.epoch, owner);
       }
+      heldSince = undefined;
     }
+    // No checkpoint to ask (a batch without one): the tables are checked one by one.
+    if (heldSince !== undefined) ctx.horizonGuard = { sources: [...new Set(advances.map((x) => x.sourceId))].join(',') };
     const countsOf = (plan: TablePlan) => {
       const name = `${plan.meta.schema}.${plan.meta.table}`;
       let counts = tables.get(name);

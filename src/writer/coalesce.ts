@@ -14,6 +14,8 @@ export interface PlannedUpsert {
   row: SqlValue[];
   version: bigint;
   sourceId: string;
+  /** An update that kept its key (KeyOp.heldRow). */
+  heldRow?: true;
 }
 
 export interface KeyPlan {
@@ -33,6 +35,12 @@ export interface TablePlan {
   coalesced: number;
   /** UNIQUE values the batch's rows gave up (LWW: recorded as claims before the table's upserts). */
   releases: ClaimRelease[];
+}
+
+function plannedUpsert(op: KeyOp, seq: number): PlannedUpsert {
+  const up: PlannedUpsert = { seq, row: op.row!, version: op.version, sourceId: op.sourceId };
+  if (op.heldRow) up.heldRow = true;
+  return up;
 }
 
 /**
@@ -72,13 +80,13 @@ export function coalesce(ops: Iterable<KeyOp>, order: 'version' | 'arrival' = 'v
         k.upsert = undefined;
         k.deleteVersion = op.version;
       } else {
-        k.upsert = { seq, row: op.row!, version: op.version, sourceId: op.sourceId };
+        k.upsert = plannedUpsert(op, seq);
         k.deleteVersion = undefined;
       }
     } else if (op.kind === 'delete') {
       if (k.deleteVersion === undefined || op.version >= k.deleteVersion) k.deleteVersion = op.version;
     } else {
-      const up = { seq, row: op.row!, version: op.version, sourceId: op.sourceId };
+      const up = plannedUpsert(op, seq);
       k.history.push(up);
       if (!k.upsert || op.version >= k.upsert.version) {
         if (k.upsert) plan.coalesced++;

@@ -28,6 +28,8 @@ export interface KeyOp {
   partitionKeys?: number[];
   /** UNIQUE values the change's row gave up, read from its before image (see ClaimRelease). */
   releases?: ClaimRelease[];
+  /** Upserts: an update that kept its key, so the source held the row before it (apply.ts guardCollectedHorizon). */
+  heldRow?: true;
 }
 
 /**
@@ -242,12 +244,15 @@ export function prepareTransaction(txn: SourceTransaction, metaOf: (change: RowC
 
 function pushUpsert(ops: KeyOp[], meta: TableMeta, columns: Map<string, ColumnMeta>, index: number, change: RowChange, key: SqlValue[], row: SqlValue[], sourceId: string): void {
   const keyId = keyIdOf(key);
+  let heldRow = false;
   if (change.op === 'update' && change.before) {
     const oldKey = keyOf(meta, index, change, 'before', change.before, columns);
     const oldKeyId = keyIdOf(oldKey);
     if (oldKeyId !== keyId) ops.push({ kind: 'delete', meta, key: oldKey, keyId: oldKeyId, version: change.version, sourceId, movedTo: key, change: index });
+    else heldRow = true;
   }
   const op: KeyOp = { kind: 'upsert', meta, key, keyId, row, version: change.version, sourceId, change: index };
+  if (heldRow) op.heldRow = true;
   if (change.op === 'update' && change.before && meta.claims && meta.claims.length > 0) {
     const releases = releasesOf(meta, index, change, sourceId);
     if (releases.length > 0) op.releases = releases;

@@ -270,4 +270,48 @@ describeEachEngine('tombstone GC gated on every peer', 2, (ctx) => {
     expect(removed).toBe(2);
     expect((await checkState({ nodes: urls })).identical).toBe(true);
   });
+
+  it('a replicated update of a row the target deleted and collected, stamped below its horizon, stops the direction naming the key; an insert that old lands', async () => {
+    await stop();
+    const [[g]] = await a.query<RowDataPacket[]>("SELECT collected_below AS g FROM lww_meta.gc_state WHERE schema_name = 'app' AND table_name = 'items'");
+    const physical = BigInt(String(g!.g)) >> 10n;
+    const old = ((physical - 3n) << 10n) | 2n; // a node-2 version below what n1 collected
+    const tombOf1 = (c: Connection) => count(c, `SELECT COUNT(*) AS n FROM ${TOMB} WHERE id = 1`);
+    expect([await ids(a), await tombOf1(a)]).toEqual(['6', 0]);
+    // n2 still holds row 1 at its old version, as a node that lagged longer than the margin would while n1
+    // deleted the row and collected the tombstone; n2 then updates it stamped just above that version (as a
+    // foreign-key follow-up is, or a session whose clock is behind).
+    await sideWrite(b, 'INSERT INTO app.items (id, v, _lww_ts) VALUES (1, ?, ?)', ['lagging', old.toString()]);
+    const r = await start();
+    await b.query('SET TIMESTAMP = ?', [Number(physical - 1_000_000n) / 1e6]);
+    await b.query("UPDATE app.items SET v = 'late' WHERE id = 1");
+    await b.query('SET TIMESTAMP = DEFAULT');
+    const [[v]] = await b.query<RowDataPacket[]>('SELECT _lww_ts AS v FROM app.items WHERE id = 1');
+    expect(BigInt(String(v!.v))).toBeLessThan(BigInt(String(g!.g)));
+    const failed = await eventually('n2→n1 to fail', async () => (await r.status()).directions.find((d) => d.name === 'n2→n1')!, (d) => d.state === 'failed');
+    expect(failed.lastError).toMatch(/refusing to apply app\.items key \(id=1\) at version \d+ from node-2: the source updated a row this target no longer holds.*re-seed the source/);
+    // Refused, not retried in a loop, and nothing written: n1 still has no row 1.
+    expect(failed.lastErrorKind).toBe('permanent');
+    expect(await ids(a)).toBe('6');
+    await stop();
+    // The operator's remedy for the key (what a re-seed settles): n1 gets the delete back as a tombstone above the update; the stream then goes on.
+    await sideWrite(a, `INSERT INTO ${TOMB} (id, _lww_ts) VALUES (1, ?)`, [String(BigInt(String(v!.v)) + 1024n)]);
+    await sideWrite(b, 'DELETE FROM app.items WHERE id = 1', []);
+    await sideWrite(b, `INSERT INTO ${TOMB} (id, _lww_ts) VALUES (1, ?)`, [String(BigInt(String(v!.v)) + 1024n)]);
+    // An insert that old of a key neither node holds is the source's new row: it lands on both. An update
+    // that old of a row the target still holds (row 6, written before the collected deletes) is decided by that row.
+    await start();
+    await b.query('SET TIMESTAMP = ?', [Number(physical - 1_000_000n) / 1e6]);
+    await b.query("INSERT INTO app.items (id, v) VALUES (8, 'old-clock')");
+    await b.query("UPDATE app.items SET v = 'old-clock' WHERE id = 6");
+    await b.query('SET TIMESTAMP = DEFAULT');
+    await converged([a, b], 'app', 'items');
+    expect([await ids(a), await ids(b)]).toEqual(['6,8', '6,8']);
+    const [[six]] = await a.query<RowDataPacket[]>('SELECT v, _lww_ts AS ts FROM app.items WHERE id = 6');
+    expect(six!.v).toBe('old-clock');
+    expect(BigInt(String(six!.ts))).toBeLessThan(BigInt(String(g!.g)));
+    const status = await (replicator as Replicator | null)!.status();
+    expect(status.directions.map((d) => d.state)).toEqual(['streaming', 'streaming']);
+    await stop();
+  });
 });

@@ -183,6 +183,22 @@ describe('coalescing', () => {
     const [del, up] = ops([{ schema: 'db', table: 't', op: 'update', before: { id: 1, v: 'a' }, after: { id: 2, v: 'a' }, version: '5' }]);
     expect([del!.kind, del!.movedTo, up!.movedTo]).toEqual(['delete', ['2'], undefined]);
   });
+  it('an update that kept its key marks its upsert as of a row the source held; a moved key, an insert and a batch that inserted the key do not', () => {
+    const [same, del, moved, ins] = ops([
+      { schema: 'db', table: 't', op: 'update', before: { id: 1, v: 'a' }, after: { id: 1, v: 'b' }, version: '5' },
+      { schema: 'db', table: 't', op: 'update', before: { id: 2, v: 'a' }, after: { id: 3, v: 'a' }, version: '6' },
+      { schema: 'db', table: 't', op: 'insert', after: { id: 4, v: 'a' }, version: '7' },
+    ]);
+    expect([same!.heldRow, del!.kind, moved!.heldRow, ins!.heldRow]).toEqual([true, 'delete', undefined, undefined]);
+    const [plan] = coalesce(
+      ops([
+        { schema: 'db', table: 't', op: 'insert', after: { id: 1, v: 'a' }, version: '5' },
+        { schema: 'db', table: 't', op: 'update', before: { id: 1, v: 'a' }, after: { id: 1, v: 'b' }, version: '6' },
+      ]),
+    );
+    const k = plan!.keys.get('s1')!;
+    expect([k.upsert!.heldRow, k.history.map((h) => h.heldRow)]).toEqual([true, [undefined, true]]);
+  });
 });
 
 describe('failpoints', () => {
