@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import { LongestFirst } from './test/longest-first.ts';
 
 // Integration suites start their own servers; two cores here, so at most two files at once.
 export default defineConfig({
@@ -10,5 +11,6 @@ export default defineConfig({
     maxWorkers: 2,
     fileParallelism: true,
     reporters: ['default'],
+    sequence: { sequencer: LongestFirst },
   },
 });

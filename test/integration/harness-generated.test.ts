@@ -45,7 +45,7 @@ describeEachEngine('generated-schema findings', 2, (ctx) => {
   });
 });
 
-// Generated schemas and sessions, 24 s each, with faults: every shape the seed draws either converges
+// Generated schemas and sessions, 18 s each, with faults: every shape the seed draws either converges
 // with a clean audit or the run fails naming it. Seeds that still find a known gap are named in the
 // README (harness section) instead of being run here.
 describeEachEngine('generated schemas converge', 2, (ctx) => {
@@ -54,8 +54,8 @@ describeEachEngine('generated schemas converge', 2, (ctx) => {
       const r = await runHarness({
         engine: ctx.engine,
         servers: ctx.servers,
-        workload: { kind: 'hot_keys', schema: 'gen', tables: 2, rowsPerTable: 200, threads: 4, durationMs: 24_000, seed, hotKeys: 16, schemaGen: seed },
-        faults: [parseFault('net:n1@8s/2s'), parseFault('kill@18s/1s')],
+        workload: { kind: 'hot_keys', schema: 'gen', tables: 2, rowsPerTable: 200, threads: 4, durationMs: 18_000, seed, hotKeys: 16, schemaGen: seed },
+        faults: [parseFault('net:n1@6s/2s'), parseFault('kill@13s/1s')],
         audit: harnessAudit,
       });
       const why = JSON.stringify({ state: r.state.totals, audit: r.audit?.counts, directions: r.directions }, (_k, v) => (typeof v === 'bigint' ? String(v) : v));
@@ -70,7 +70,7 @@ describeEachEngine('generated schemas converge', 2, (ctx) => {
       // Every write's author was timed; with no clock skew (one machine's clock) versions follow real time, so none lost to an earlier write.
       expect(r.skewCost.authored).toBeGreaterThan(100);
       expect(r.skewCost.lostToEarlier, JSON.stringify(r.skewCost)).toBe(0);
-      // 24 s of writes (the faults at 8 s and 18 s), then convergence and the audit: under a minute alone, longer beside other files.
+      // 18 s of writes (the faults at 6 s and 13 s), then convergence and the audit: under a minute alone, longer beside other files.
     }, 300_000);
   }
 });

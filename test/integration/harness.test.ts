@@ -40,7 +40,9 @@ describeEachEngine('harness with every fault kind', 2, (ctx) => {
     });
   }
 
-  for (const kind of ['oltp_write_only', 'oltp_update_non_index'] as const) {
+  // One sysbench shape per engine (the test command's time): writes with deletes on MySQL, updates of a non-indexed column on MariaDB.
+  {
+    const kind = ctx.engine === 'mysql' ? 'oltp_write_only' : 'oltp_update_non_index';
     it(`${kind} on 3 tables with a replicator kill converges to the expected state`, async () => {
       const r = await runHarness({
         engine: ctx.engine,
