@@ -1,6 +1,9 @@
 import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { describe, expect, it } from 'vitest';
 import { auditHistory } from '../../src/checker/index.ts';
+import { collectGarbage } from '../../src/gc/collector.ts';
+import { TcpProxy } from '../../src/harness/tcp-proxy.ts';
+import { Replicator } from '../../src/replicator/replicator.ts';
 import { describeEachEngine, type EngineContext } from '../helpers/engines.ts';
 import { binlogHeads, converged, eventually, expectCleanAudit, setupNodes, startReplicator, textRows } from '../helpers/replication.ts';
 
@@ -553,6 +556,91 @@ function parentRemovedByUniqueClash(ctx: EngineContext): void {
   });
 }
 
+// A SET NULL follow-up carries the least version above the child row's own. From a node that lagged
+// longer than the GC margin it can reach a node that meanwhile deleted the child and collected its
+// tombstone: there the follow-up once inserted the child again, on that node only (the lagging node
+// applies the delete after its follow-up). It stops the direction now, naming the key.
+function followUpBelowCollectedHorizon(ctx: EngineContext): void {
+  const DDL = [
+    'CREATE TABLE {{db}}.p (id INT NOT NULL PRIMARY KEY, name CHAR(8) NOT NULL) ENGINE=InnoDB',
+    'CREATE TABLE {{db}}.c (id INT NOT NULL PRIMARY KEY, pid INT NULL, note CHAR(8) NOT NULL, FOREIGN KEY (pid) REFERENCES {{db}}.p (id) ON DELETE SET NULL) ENGINE=InnoDB',
+  ];
+  const MARGIN_MS = 1500;
+
+  it('a follow-up of a lagging node older than what the other node collected stops the direction instead of bringing the child back there', async () => {
+    const db = 'fkgc';
+    const conns = await setupNodes(urls(ctx), db, DDL, ['p', 'c']);
+    const [a, b] = conns as [Connection, Connection];
+    // Each direction writes into its target through a proxy the test cuts: n1→n2 into n2 (toB), n2→n1 into n1 (toA).
+    const toB = new TcpProxy(ctx.servers[1]!.host, ctx.servers[1]!.port);
+    const toA = new TcpProxy(ctx.servers[0]!.host, ctx.servers[0]!.port);
+    await toB.start();
+    await toA.start();
+    const rep = new Replicator({
+      nodes: urls(ctx),
+      routes: { 'n1>n2.sink': toB.rewrite(urls(ctx)[1]!), 'n2>n1.sink': toA.rewrite(urls(ctx)[0]!) },
+      restartDelayMs: 100,
+      maxRestartDelayMs: 300,
+      keepaliveCheckpointMs: 200,
+      capture: { heartbeatMs: 300 },
+      sink: { batch: { maxDelayMs: 5 } },
+      gc: false,
+    });
+    const direction = async (name: string) => (await rep.status()).directions.find((d) => d.name === name)!;
+    const sourceTime = async (c: Connection, source: string) => {
+      const [[row]] = await c.query<RowDataPacket[]>("SELECT CAST(MIN(source_time_us) AS CHAR) AS t FROM lww_meta.checkpoints WHERE source_id = ?", [source]);
+      return BigInt((row!.t as string | null) ?? '0');
+    };
+    try {
+      await rep.start();
+      await rep.whenStreaming();
+      await a.query(`INSERT INTO ${db}.p (id, name) VALUES (1, 'parent')`);
+      await a.query(`INSERT INTO ${db}.c (id, pid, note) VALUES (10, NULL, 'child')`);
+      await converged(conns, db, 'c');
+      // n2 stops hearing from n1: n1 deletes the parent, n2 points the child at it (its version w).
+      toB.cut('drop');
+      await a.query(`DELETE FROM ${db}.p WHERE id = 1`);
+      await pause();
+      await b.query(`UPDATE ${db}.c SET pid = 1, note = 'adopted' WHERE id = 10`);
+      const [[w]] = await b.query<RowDataPacket[]>(`SELECT CAST(_lww_ts AS CHAR) AS v FROM ${db}.c WHERE id = 10`);
+      // n1 gets the child (its parent gone there, the reference cleared) and deletes it: tombstone v3.
+      await eventually('the child on n1', () => textRows(a, `SELECT id FROM ${db}.c`), (r) => r.length === 1);
+      await a.query(`DELETE FROM ${db}.c WHERE id = 10`);
+      const [[v3]] = await a.query<RowDataPacket[]>(`SELECT CAST(_lww_ts AS CHAR) AS v FROM lww_meta.\`tomb__${db}__c\` WHERE id = 10`);
+      // n1 applies n2's stream past the delete plus the margin; then n2→n1 stops applying too.
+      const past = (BigInt(v3!.v as string) >> 10n) + BigInt(MARGIN_MS) * 1000n;
+      await eventually('n2→n1 past the delete and the margin', () => sourceTime(a, 'node-2'), (t) => t > past, 15_000);
+      toA.cut('drop');
+      // n2 hears from n1 again: the parent delete meets the child n1 did not know (follow-up at w+), then n1's delete of it.
+      toB.restore();
+      await eventually('the child gone on n2', () => textRows(b, `SELECT id FROM ${db}.c`), (r) => r.length === 0);
+      const [logged] = await b.query<RowDataPacket[]>(`SELECT reason FROM lww_meta.conflicts WHERE schema_name = '${db}' AND table_name = 'c'`);
+      expect(logged.map((r) => String(r.reason))).toContainEqual(expect.stringMatching(/cleared by this node as its own update/));
+      // GC on n1 removes the child's tombstone: every direction is past it by the margin.
+      const gc = await eventually(
+        'n1 to collect the child tombstone',
+        () => collectGarbage({ nodes: urls(ctx), marginMs: MARGIN_MS }),
+        (r) => r.nodes[0]!.tables.some((t) => t.table === `${db}.c` && t.collected > 0),
+        20_000,
+      );
+      expect(gc.paused).toEqual([]);
+      expect(await textRows(a, `SELECT id FROM lww_meta.\`tomb__${db}__c\``)).toEqual([]);
+      // n2→n1 writes again: the follow-up, at w+ below what n1 collected, of a key n1 holds nothing of.
+      toA.restore();
+      const failed = await eventually('n2→n1 to fail', () => direction('n2→n1'), (d) => d.state === 'failed', 20_000);
+      expect(failed.lastError).toMatch(new RegExp(`refusing to apply ${db}\\.c key \\(id=10\\) at version ${above(w!.v as string, 2n)} from node-2: the source updated a row this target no longer holds`));
+      expect(failed.lastErrorKind).toBe('permanent');
+      expect(await textRows(a, `SELECT id FROM ${db}.c`)).toEqual([]);
+      expect((await direction('n1→n2')).state).toBe('streaming');
+    } finally {
+      await rep.stop();
+      await toA.stop();
+      await toB.stop();
+      for (const c of conns) await c.end();
+    }
+  });
+}
+
 // One pair of servers per engine for every case (each case has its own database).
 describeEachEngine('foreign keys between replicated tables', 2, (ctx) => {
   describe('ON DELETE SET NULL across nodes', () => setNullAcrossNodes(ctx));
@@ -561,4 +649,5 @@ describeEachEngine('foreign keys between replicated tables', 2, (ctx) => {
   describe('a REPLACE of a parent row', () => replaceOfParent(ctx));
   describe('a collated parent key in two spellings in one batch', () => twoSpellingsInOneBatch(ctx));
   describe('a parent removed by a UNIQUE clash, with ON DELETE CASCADE children', () => parentRemovedByUniqueClash(ctx));
+  describe('a SET NULL follow-up below the collected GC horizon', () => followUpBelowCollectedHorizon(ctx));
 });
