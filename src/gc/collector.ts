@@ -197,10 +197,17 @@ class NodeCollector {
         return v > m ? v : m;
       }, 0n);
       removed += await inTransaction(this.conn, async () => {
+        // The horizon is raised before any tombstone goes: a sink batch that read it (its checkpoint
+        // statement, shared locks) holds this back until it commits, and a later batch waits for this
+        // one and sees the new horizon (apply.ts guardCollectedHorizon); both take the locks in one order.
+        const raise = recordCollectedSql(meta, schema, table, highest + 1n, 0);
+        await this.conn.query(raise.sql, raise.values);
         const del = deleteTombstonesSql(meta, tombstoneTable, key, versionColumn, horizon, keys);
         const [res] = await this.conn.query<ResultSetHeader>(del.sql, del.values);
-        const rec = recordCollectedSql(meta, schema, table, highest + 1n, res.affectedRows);
-        await this.conn.query(rec.sql, rec.values);
+        if (res.affectedRows > 0) {
+          const rec = recordCollectedSql(meta, schema, table, highest + 1n, res.affectedRows);
+          await this.conn.query(rec.sql, rec.values);
+        }
         return res.affectedRows;
       });
       if (found.length < this.o.batchRows) break;
