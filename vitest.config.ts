@@ -10,6 +10,7 @@ export default defineConfig({
     pool: 'forks',
     maxWorkers: 2,
     fileParallelism: true,
+    isolate: false,
     reporters: ['default'],
     sequence: { sequencer: LongestFirst },
   },

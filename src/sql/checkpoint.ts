@@ -75,13 +75,16 @@ export function advanceCheckpointSql(meta: string): string {
 }
 
 /**
- * advanceCheckpointSql that also matches no row when some table of the target collected tombstones
- * above a version (one more parameter, last): the batch's oldest update of a row its source held.
- * The subquery's rows are read with shared locks (an UPDATE's subquery in REPEATABLE READ), so a
- * collection under way waits for the batch, or the batch for it and then sees it. No extra round trip.
+ * advanceCheckpointSql that also matches no row when one of the given tables collected tombstones
+ * above a version: per table (schema, table, version), the batch's oldest update of a row its source
+ * held; three more parameters each, last. The subquery reads those gc_state rows by key with shared
+ * locks (an UPDATE's subquery in REPEATABLE READ: a collector's raise of them, or its first insert,
+ * waits for the batch, and the batch waits for a raise under way and sees it); other tables' rows
+ * stay unlocked, so a collection waits only for batches that write its table. No extra round trip.
  */
-export function advanceCheckpointUnlessCollectedSql(meta: string): string {
-  return `${advanceCheckpointSql(meta)} AND NOT EXISTS (SELECT 1 FROM ${quoteTable(meta, 'gc_state')} WHERE \`collected_below\` > CAST(? AS UNSIGNED))`;
+export function advanceCheckpointUnlessCollectedSql(meta: string, tables: number): string {
+  const one = '(`schema_name` = ? AND `table_name` = ? AND `collected_below` > CAST(? AS UNSIGNED))';
+  return `${advanceCheckpointSql(meta)} AND NOT EXISTS (SELECT 1 FROM ${quoteTable(meta, 'gc_state')} WHERE ${Array(tables).fill(one).join(' OR ')})`;
 }
 
 /** Upgrades a checkpoints table made before parallel apply: the existing row becomes worker 0's. */

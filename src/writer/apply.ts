@@ -130,8 +130,6 @@ export interface ApplyContext {
   foreignKeyFollowUps?: boolean;
   /** This attempt's SET NULL children of deleted parents, checked before COMMIT (set by applyBatch). */
   followUpWatch?: ForeignKeyFollowUp[];
-  /** Set by applyBatch when some table collected tombstones above one of the batch's updates: guardCollectedHorizon reads on. */
-  horizonGuard?: { sources: string };
 }
 
 export interface BatchOutcome {
@@ -815,13 +813,15 @@ function ofHeldRow(k: KeyPlan): boolean {
   return k.upsert?.heldRow === true && k.history.every((h) => h.heldRow);
 }
 
-/** The oldest version among the batch's upserts of rows their source held, if any. */
-function oldestHeldRowVersion(plans: readonly TablePlan[]): bigint | undefined {
-  let least: bigint | undefined;
+/** Per table with upserts of rows their source held, the oldest of their versions: [schema, table, version] as bound values. */
+function oldestHeldRowVersions(plans: readonly TablePlan[]): string[][] {
+  const out: string[][] = [];
   for (const plan of plans) {
+    let least: bigint | undefined;
     for (const k of plan.keys.values()) if (ofHeldRow(k) && (least === undefined || k.upsert!.version < least)) least = k.upsert!.version;
+    if (least !== undefined) out.push([plan.meta.schema, plan.meta.table, least.toString()]);
   }
-  return least;
+  return out;
 }
 
 /**
@@ -837,8 +837,6 @@ function oldestHeldRowVersion(plans: readonly TablePlan[]): bigint | undefined {
  * collection above the batch's oldest such update (applyBatch); both reads lock.
  */
 async function guardCollectedHorizon(ctx: ApplyContext, meta: TableMeta, upserts: readonly KeyPlan[]): Promise<void> {
-  const guard = ctx.horizonGuard;
-  if (!guard) return;
   const held = upserts.filter(ofHeldRow);
   if (held.length === 0) return;
   const read = lockTableGcStateSql(ctx.metaSchema, meta.schema, meta.table);
@@ -847,16 +845,21 @@ async function guardCollectedHorizon(ctx: ApplyContext, meta: TableMeta, upserts
   const under = held.filter((k) => k.upsert!.version < below);
   if (under.length === 0) return;
   const stored = await readBack(ctx, meta, under.map((k) => k.key));
-  const i = stored.findIndex((st) => st.row === undefined && st.tomb === undefined);
+  // A tombstone at or above the version decides (the update loses); one below it may have been written
+  // after the collection (an old delete from a third node) and proves nothing about the one collected.
+  const i = stored.findIndex((st, j) => st.row === undefined && (st.tomb === undefined || st.tomb < under[j]!.upsert!.version));
   if (i < 0) return;
   const k = under[i]!;
+  const v = k.upsert!.version;
+  const tomb = `${ctx.metaSchema}.${tombstoneTableName(meta.schema, meta.table)}`;
   throw new HorizonCrossedError(
-    `refusing to apply ${meta.schema}.${meta.table} key ${keyDescription(meta, k.key)} at version ${k.upsert!.version} from ${guard.sources}: ` +
-      `the source updated a row this target no longer holds, at a version below the table's tombstones this target garbage-collected (below version ${below}), ` +
-      'so the delete that decides it is gone here, and applying the update would bring the row back on this node only. ' +
+    `refusing to apply ${meta.schema}.${meta.table} key ${keyDescription(meta, k.key)} at version ${v} from ${k.upsert!.sourceId}: ` +
+      `the source updated a row this target does not hold, at a version below the table's tombstones this target garbage-collected (below version ${below}), ` +
+      'so the delete that would decide it may be gone here, and applying the update could bring the row back on this node only. ' +
       'The version is older than its transaction by more than the GC margin (a foreign-key follow-up or an update of a session whose clock is behind, ' +
-      'from a node that lagged longer than the margin): re-seed the source from a peer (README "Tombstone GC")',
-    guard.sources,
+      `from a node that lagged longer than the margin). If the row was deleted here, give this node the delete back: a row in ${tomb} for the key at version ${v + 1n} or above ` +
+      '(written with the sink flag, see README "Tombstone GC"), and restart; the update then loses on every node. Otherwise re-seed this node from a peer',
+    k.upsert!.sourceId,
     'the target',
     `${meta.schema}.${meta.table}`,
   );
@@ -865,7 +868,6 @@ async function guardCollectedHorizon(ctx: ApplyContext, meta: TableMeta, upserts
 /** A table's upserts (the second phase, parents before children). */
 async function applyUpsertsLww(ctx: ApplyContext, plan: TablePlan, counts: TableCounters): Promise<void> {
   let upserts = [...plan.keys.values()].filter((k) => k.upsert);
-  if (upserts.length > 0) await guardCollectedHorizon(ctx, plan.meta, upserts);
   if (plan.meta.claims && plan.meta.claims.length > 0) {
     // Claims first: an incoming row older than a claim of its value (this batch's or stored) loses.
     if (plan.releases.length > 0) await recordReleases(ctx, plan.meta, plan.releases, counts, upserts);
@@ -898,9 +900,10 @@ async function applyTableBypass(ctx: ApplyContext, plan: TablePlan, counts: Tabl
 export async function applyBatch(ctx: ApplyContext, plans: TablePlan[], advances: CheckpointAdvance[]): Promise<BatchOutcome> {
   const tables = new Map<string, TableCounters>();
   ctx.followUpWatch = ctx.foreignKeyFollowUps && !ctx.bypass ? [] : undefined;
-  ctx.horizonGuard = undefined;
-  // Updates of held rows ask the first checkpoint statement whether any table collected tombstones above the oldest of them (guardCollectedHorizon).
-  let heldSince = ctx.bypass ? undefined : oldestHeldRowVersion(plans);
+  // Updates of held rows ask the first checkpoint statement whether their tables collected tombstones above the oldest of them (guardCollectedHorizon).
+  let heldSince: string[][] | undefined = ctx.bypass ? undefined : oldestHeldRowVersions(plans);
+  if (heldSince?.length === 0) heldSince = undefined;
+  let guard = false;
   if (!ctx.implicitBegin) await ctx.conn.query('BEGIN');
   try {
     // The checkpoint first: a capture reading this transaction from the binlog knows from its first
@@ -911,22 +914,28 @@ export async function applyBatch(ctx: ApplyContext, plans: TablePlan[], advances
       let res = await run(
         ctx,
         `${ctx.metaSchema}.checkpoints`,
-        heldSince === undefined ? { sql: advanceCheckpointSql(ctx.metaSchema), values } : { sql: advanceCheckpointUnlessCollectedSql(ctx.metaSchema), values: [...values, heldSince.toString()] },
+        heldSince === undefined ? { sql: advanceCheckpointSql(ctx.metaSchema), values } : { sql: advanceCheckpointUnlessCollectedSql(ctx.metaSchema, heldSince.length), values: [...values, ...heldSince.flat()] },
       );
-      if (res.affectedRows === 0) {
+      if (res.affectedRows === 0 && heldSince !== undefined) {
+        // Not moved: the checkpoint is no longer ours, or a table collected above an update. Ask which.
         const [rows] = await ctx.conn.query<RowDataPacket[]>(readCheckpointSql(ctx.metaSchema), [a.sourceId]);
-        const owner = BigInt((rows[0]?.owner_epoch as string | undefined) ?? '0');
-        if (heldSince === undefined || rows.length === 0 || owner !== a.epoch) throw new OwnershipLostError(a.sourceId, a.epoch, owner);
-        // Still ours: it was the collection. The checkpoint moves all the same, and the tables are checked one by one.
-        heldSince = undefined;
-        ctx.horizonGuard = { sources: [...new Set(advances.map((x) => x.sourceId))].join(',') };
-        res = await run(ctx, `${ctx.metaSchema}.checkpoints`, { sql: advanceCheckpointSql(ctx.metaSchema), values });
-        if (res.affectedRows === 0) throw new OwnershipLostError(a.sourceId, a.epoch, owner);
+        if (rows.length > 0 && BigInt(rows[0]!.owner_epoch as string) === a.epoch) {
+          guard = true;
+          res = await run(ctx, `${ctx.metaSchema}.checkpoints`, { sql: advanceCheckpointSql(ctx.metaSchema), values });
+        }
+      }
+      if (res.affectedRows === 0) {
+        // A locking read: the latest owner (a consistent read could repeat an epoch read earlier in this transaction).
+        const [rows] = await ctx.conn.query<RowDataPacket[]>(readCheckpointSql(ctx.metaSchema, true), [a.sourceId]);
+        throw new OwnershipLostError(a.sourceId, a.epoch, BigInt((rows[0]?.owner_epoch as string | undefined) ?? '0'));
       }
       heldSince = undefined;
     }
-    // No checkpoint to ask (a batch without one): the tables are checked one by one.
-    if (heldSince !== undefined) ctx.horizonGuard = { sources: [...new Set(advances.map((x) => x.sourceId))].join(',') };
+    // Before any write of the batch (no lock taken on a tombstone yet, and no follow-up run): each
+    // table's horizon, when the checkpoint statement found a collection, or had none to ask.
+    if (guard || heldSince !== undefined) {
+      for (const plan of plans) await guardCollectedHorizon(ctx, plan.meta, [...plan.keys.values()].filter((k) => k.upsert));
+    }
     const countsOf = (plan: TablePlan) => {
       const name = `${plan.meta.schema}.${plan.meta.table}`;
       let counts = tables.get(name);

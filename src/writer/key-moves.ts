@@ -47,5 +47,9 @@ export async function dropUnmovedKeyDeletes(conn: Connection, metaSchema: string
       });
     }
   }
-  if (unmoved.size > 0) txn.ops = txn.ops.filter((o) => !unmoved.has(o));
+  if (unmoved.size === 0) return;
+  // The update kept its key after all: its upsert is of a row the source held (KeyOp.heldRow).
+  const kept = new Set([...unmoved].map((o) => o.change));
+  for (const o of txn.ops) if (o.kind === 'upsert' && kept.has(o.change)) o.heldRow = true;
+  txn.ops = txn.ops.filter((o) => !unmoved.has(o));
 }
