@@ -258,7 +258,6 @@ export function validateGcOptions(o: GcOptions): void {
   ] as const) {
     if (v !== undefined && (!Number.isSafeInteger(v) || v < 0)) throw new InvalidOptionsError(`${name} must be a non-negative integer of milliseconds (got ${v})`);
   }
-
   if (o.batchRows !== undefined && (!Number.isSafeInteger(o.batchRows) || o.batchRows < 1 || o.batchRows > 10_000)) {
     throw new InvalidOptionsError(`batchRows must be an integer in 1..10000 (got ${o.batchRows})`);
   }

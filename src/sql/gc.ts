@@ -4,6 +4,7 @@
 // meanwhile (above the horizon) stays, and no statement scans (and locks) more than its batch.
 import { afterKey, keyBoundParams, keysInClause, orderByKey, positiveLimit } from './copy.ts';
 import { exactSelectList, type ReadColumn } from './column-read.ts';
+import type { Statement } from './dml.ts';
 import { quoteIdent, quoteTable } from './quote.ts';
 import { NOW_MICROS_SQL } from './triggers.ts';
 
@@ -40,9 +41,8 @@ export function readTableGcStateSql(meta: string, schema: string, table: string)
 }
 
 /** The same, as a locking read: a collector raising it (in the transaction that removes the tombstones) waits for the reader's commit, or the reader for the collector's. */
-export function lockTableGcStateSql(meta: string, schema: string, table: string): BoundStatement {
-  const read = readTableGcStateSql(meta, schema, table);
-  return { sql: `${read.sql} LOCK IN SHARE MODE`, values: read.values };
+export function lockTableGcStateSql(meta: string, schema: string, table: string): Statement {
+  return { sql: `${readTableGcStateSql(meta, schema, table).sql} LOCK IN SHARE MODE`, values: [schema, table] };
 }
 
 /**

@@ -839,8 +839,7 @@ function oldestHeldRowVersions(plans: readonly TablePlan[]): string[][] {
 async function guardCollectedHorizon(ctx: ApplyContext, meta: TableMeta, upserts: readonly KeyPlan[]): Promise<void> {
   const held = upserts.filter(ofHeldRow);
   if (held.length === 0) return;
-  const read = lockTableGcStateSql(ctx.metaSchema, meta.schema, meta.table);
-  const rows = await select(ctx, `${ctx.metaSchema}.gc_state`, { sql: read.sql, values: [meta.schema, meta.table] });
+  const rows = await select(ctx, `${ctx.metaSchema}.gc_state`, lockTableGcStateSql(ctx.metaSchema, meta.schema, meta.table));
   const below = rows.length === 0 ? 0n : BigInt(String(rows[0]!.collected_below));
   const under = held.filter((k) => k.upsert!.version < below);
   if (under.length === 0) return;
