@@ -87,7 +87,15 @@ describeEachEngine('replicator killed with SIGKILL mid-stream', 2, (ctx) => {
       const state = JSON.parse(await converged(conns, 'crash', 'events', 120_000)) as Array<{ id: number; n: number }>;
       const expected = 1 + 2 * 4 * (perWriter * 4) / 5; // inserts; every fifth statement updated the row before it
       expect(state.length).toBe(expected);
-      expect(state.filter((r) => r.id !== 0 && r.id % 10_000 !== 0 && (r.id % 10_000) % 5 === 4).every((r) => r.n === ((r.id % 10_000) - 1) + 1)).toBe(true);
+      // Every row's value: n = i as inserted, i + 1 where the next statement updated it. Rows the
+      // nudges may have changed (node A's rows with i % 5 === 0) are left out of the value check.
+      const valued = state.filter((r) => r.id !== 0 && !(r.id < 100_000 && ((r.id % 10_000) - 1) % 5 === 0));
+      const wrong = valued.filter((r) => {
+        const i = (r.id % 10_000) - 1;
+        return r.n !== (i % 5 === 3 ? i + 1 : i);
+      });
+      expect(wrong).toEqual([]);
+      expect(valued.filter((r) => ((r.id % 10_000) - 1) % 5 === 3).length).toBe(2 * 4 * (perWriter / 5));
       proc.child.kill('SIGTERM');
       expect(await proc.exited).toBe(0);
       for (const c of conns) await c.end();
