@@ -96,7 +96,7 @@ export function keyPlaceholder(col: ColumnType): string {
     case 'timestamp':
       return `CAST(? AS DATETIME${precision ? `(${precision})` : ''})`;
     case 'time':
-      return `CAST(? AS TIME${precision ? `(${precision})` : ''})`;
+      return timeCast(precision);
     case 'date':
       return 'CAST(? AS DATE)';
     case 'binary':
@@ -154,12 +154,22 @@ function rowsOf(width: number, rows: readonly (readonly SqlValue[])[]): BoundVal
 }
 
 // What each typed JSON scalar is cast to; DECIMAL takes the stored precision and scale.
-const JSON_CASTS: Record<JsonScalarType, string> = {
-  decimal: 'DECIMAL',
-  date: 'DATE',
-  time: 'TIME(6)',
-  datetime: 'DATETIME(6)',
-  unsigned: 'UNSIGNED',
+/**
+ * A bound TIME value: the parameter is made a string first. MySQL 9.7 reads a string parameter of a
+ * prepared `CAST(? AS TIME)` as a date when it can ('10:05:20' became 00:00:00, '12:00:00.001'
+ * 01:00:00), so distinct TIME keys met as one and a delete removed another key's row; the same text
+ * cast from a string expression is read as a time (MariaDB reads both right).
+ */
+function timeCast(precision: string | undefined): string {
+  return `CAST(CAST(? AS CHAR) AS TIME${precision ? `(${precision})` : ''})`;
+}
+
+const JSON_SCALARS: Record<JsonScalarType, string> = {
+  decimal: 'CAST(? AS DECIMAL)',
+  date: 'CAST(? AS DATE)',
+  time: timeCast('6'),
+  datetime: 'CAST(? AS DATETIME(6))',
+  unsigned: 'CAST(? AS UNSIGNED)',
 };
 
 /**
@@ -171,16 +181,16 @@ export function typedJsonExpr(doc: TypedJson): Statement {
   const parts = ['CAST(? AS JSON)'];
   const values: BoundValue[] = [doc.text];
   for (const s of doc.scalars) {
-    let type = JSON_CASTS[s.type];
-    if (type === undefined) throw new Error(`unknown JSON scalar type ${String(s.type)}`);
+    let scalar = JSON_SCALARS[s.type];
+    if (scalar === undefined) throw new Error(`unknown JSON scalar type ${String(s.type)}`);
     if (s.type === 'decimal') {
       const { precision, scale } = s;
       if (!Number.isInteger(precision) || !Number.isInteger(scale) || precision! < 1 || precision! > 65 || scale! < 0 || scale! > 30 || scale! > precision!) {
         throw new Error(`DECIMAL(${precision},${scale}) inside JSON is not a DECIMAL type`);
       }
-      type = `DECIMAL(${precision},${scale})`;
+      scalar = `CAST(? AS DECIMAL(${precision},${scale}))`;
     }
-    parts.push('?', `CAST(? AS ${type})`);
+    parts.push('?', scalar);
     values.push(s.path, s.value);
   }
   return { sql: doc.scalars.length === 0 ? parts[0]! : `JSON_SET(${parts.join(', ')})`, values };

@@ -2,7 +2,10 @@ import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { connect } from '../../src/db/connection.ts';
 import { createSink, type Row } from '../../src/index.ts';
+import { TypedJson } from '../../src/model/json.ts';
+import { typedJsonExpr } from '../../src/sql/dml.ts';
 import { quoteIdent, quoteTable } from '../../src/sql/quote.ts';
+import { freshDatabase } from '../helpers/db.ts';
 import { describeEachEngine } from '../helpers/engines.ts';
 
 const ALL_BYTES = Buffer.from(Array.from({ length: 256 }, (_, i) => i));
@@ -93,5 +96,33 @@ describeEachEngine('sink type fidelity', 1, (ctx) => {
       return r[0]!.Checksum;
     };
     expect(await sum(target)).toBe(await sum(schema));
+  });
+
+  it('TIME keys that read like dates stay apart: each insert, update and delete (and its tombstone) hits its own key; a JSON TIME scalar keeps its value', async () => {
+    // MySQL 9.7 read a string bound to a prepared CAST(? AS TIME) as a date ('10:05:20' → 00:00:00).
+    await freshDatabase(conn, 'tkeys', ['CREATE TABLE {{db}}.shift (day INT NOT NULL, starts TIME(3) NOT NULL, who VARCHAR(20) NOT NULL, _lww_ts BIGINT UNSIGNED NOT NULL, PRIMARY KEY (day, starts))']);
+    const starts = ['08:30:00.000', '10:05:20.000', '12:00:00.001', '100:00:00.000', '01:02:03.000', '-00:00:01.250'];
+    const row = (i: number, who: string) => ({ day: 1, starts: starts[i]!, who });
+    const sink = createSink({ target: ctx.servers[0]!.url, failpoints: '', batch: { maxRows: 1 } });
+    await sink.write({ sourceId: 'tk', position: '1', changes: starts.map((_, i) => ({ schema: 'tkeys', table: 'shift', op: 'insert' as const, after: row(i, `w${i}`), version: 10n })) });
+    await sink.write({ sourceId: 'tk', position: '2', changes: [{ schema: 'tkeys', table: 'shift', op: 'update' as const, before: row(1, 'w1'), after: row(1, 'bob'), version: 20n }] });
+    await sink.write({ sourceId: 'tk', position: '3', changes: [{ schema: 'tkeys', table: 'shift', op: 'delete' as const, before: row(2, 'w2'), version: 30n }] });
+    // A replay of the deleted key's older insert stays out (its tombstone is found by the key).
+    await sink.write({ sourceId: 'tk', position: '4', changes: [{ schema: 'tkeys', table: 'shift', op: 'insert' as const, after: row(2, 'late'), version: 25n }] });
+    await sink.flush();
+    await sink.close();
+    const [rows] = await conn.query<RowDataPacket[]>("SELECT CAST(starts AS CHAR) AS t, who FROM tkeys.shift ORDER BY shift.starts");
+    expect(rows.map((r) => `${r.t}=${r.who}`)).toEqual(['-00:00:01.250=w5', '01:02:03.000=w4', '08:30:00.000=w0', '10:05:20.000=bob', '100:00:00.000=w3']);
+    const [tombs] = await conn.query<RowDataPacket[]>('SELECT CAST(starts AS CHAR) AS starts, _lww_ts FROM lww_meta.tomb__tkeys__shift');
+    expect(tombs.map((r) => `${r.starts}@${r._lww_ts}`)).toEqual(['12:00:00.001@30']);
+    if (ctx.engine === 'mysql') {
+      const doc = typedJsonExpr(new TypedJson('{"closes": "23:00:00", "opens": "10:05:20"}', [
+        { path: '$."closes"', type: 'time', value: '23:00:00.000000' },
+        { path: '$."opens"', type: 'time', value: '10:05:20.000000' },
+      ]));
+      const [j] = await conn.execute<RowDataPacket[]>(`SELECT CAST(${doc.sql} AS CHAR) AS j, JSON_TYPE(JSON_EXTRACT(${doc.sql}, '$.opens')) AS t`, [...doc.values, ...doc.values]);
+      expect(j[0]!.j).toBe('{"opens": "10:05:20.000000", "closes": "23:00:00.000000"}');
+      expect(j[0]!.t).toBe('TIME');
+    }
   });
 });
