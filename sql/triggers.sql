@@ -14,6 +14,10 @@
 -- clock moved ahead of the server's (SET TIMESTAMP) is refused: NOW(6) follows SET TIMESTAMP,
 -- SYSDATE(6) does not. A clock moved back is allowed (it only makes the session's writes older,
 -- like a slow clock; the hlc still goes above everything the write has seen).
+-- Refused too, as writes the other nodes could never match: any local write of a session with
+-- sql_log_bin=0 (it never reaches the binlog capture reads), and a delete of a row that installed
+-- tables reference ON DELETE CASCADE or SET NULL with foreign_key_checks=0 (this server then leaves
+-- the children alone; the replicated delete would take them on the other nodes).
 --
 -- Every read that decides a version is a locking read (FOR UPDATE): {{lock_tombstone_of_new}} /
 -- {{lock_tombstone_of_old}} raise lww_prev to the tombstone of NEW's / OLD's key, one fragment
@@ -61,6 +65,9 @@ BEGIN
   IF lww_stamp THEN
     IF TIMESTAMPDIFF(MICROSECOND, SYSDATE(6), NOW(6)) > 1000000 THEN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lww: the session clock (SET TIMESTAMP) is ahead of the server clock; local writes are stamped with the server time';
+    END IF;
+    IF @@SESSION.sql_log_bin = 0 THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lww: sql_log_bin=0 in this session: the write would reach no other node; write with sql_log_bin=1';
     END IF;
     {{lock_tombstone_of_new}}
 {{lock_claims_of_new}}
@@ -117,6 +124,9 @@ BEGIN
     IF TIMESTAMPDIFF(MICROSECOND, SYSDATE(6), NOW(6)) > 1000000 THEN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lww: the session clock (SET TIMESTAMP) is ahead of the server clock; local writes are stamped with the server time';
     END IF;
+    IF @@SESSION.sql_log_bin = 0 THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lww: sql_log_bin=0 in this session: the write would reach no other node; write with sql_log_bin=1';
+    END IF;
     SET lww_prev = OLD.{{version}};{{forget_references}}
     IF NOT ({{key_unchanged}}) THEN
       {{lock_tombstone_of_new}}
@@ -169,6 +179,9 @@ BEGIN
     IF TIMESTAMPDIFF(MICROSECOND, SYSDATE(6), NOW(6)) > 1000000 THEN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lww: the session clock (SET TIMESTAMP) is ahead of the server clock; local writes are stamped with the server time';
     END IF;
+    IF @@SESSION.sql_log_bin = 0 THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lww: sql_log_bin=0 in this session: the write would reach no other node; write with sql_log_bin=1';
+    END IF;
     SET lww_prev = OLD.{{version}};
     {{lock_tombstone_of_old}}
     SET lww_phys = GREATEST({{now_us}}, (lww_prev >> 10) + 1);
@@ -207,6 +220,9 @@ BEGIN
     SET lww_prev = OLD.{{version}};
     {{lock_tombstone_of_old}}
     SET lww_v = (GREATEST({{now_us}}, (lww_prev >> 10) + 1) << 10) | {{node_id}};
+    IF @@SESSION.foreign_key_checks = 0 THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lww: foreign_key_checks=0 while deleting a row referenced ON DELETE CASCADE or SET NULL: other nodes would act on its children';
+    END IF;
 {{cascade_tombstones}}
   END IF;
 END

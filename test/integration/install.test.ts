@@ -177,6 +177,23 @@ describeEachEngine('install and uninstall', 1, (ctx) => {
     expect(v).toBe(nextVersion(tomb, 0n, NODE));
   });
 
+  it('a local write with sql_log_bin=0 is refused naming the setting (it would reach no other node); the sink’s session may', async () => {
+    await conn.query(`INSERT INTO ${T} (region, id, name) VALUES ('lb', 1, 'a')`);
+    await conn.query('SET SESSION sql_log_bin = 0');
+    try {
+      for (const sql of [`INSERT INTO ${T} (region, id, name) VALUES ('lb', 2, 'b')`, `UPDATE ${T} SET name = 'x' WHERE region = 'lb' AND id = 1`, `DELETE FROM ${T} WHERE region = 'lb' AND id = 1`]) {
+        await expect(conn.query(sql)).rejects.toThrow(/sql_log_bin=0 in this session/);
+      }
+      expect((await conn.query<RowDataPacket[]>(`SELECT id, name FROM ${T} WHERE region = 'lb'`))[0].map((r) => `${r.id}:${r.name}`)).toEqual(['1:a']);
+      // A sink session is not refused: it writes what it was given.
+      await conn.query(enterApplySessionSql('lww_meta'));
+      await conn.query(`UPDATE ${T} SET name = 'sink' WHERE region = 'lb' AND id = 1`);
+    } finally {
+      await conn.query('SET SESSION sql_log_bin = 1, @lww_apply = NULL');
+    }
+    await conn.query(`DELETE FROM ${T} WHERE region = 'lb'`);
+  });
+
   it('a primary-key change writes a tombstone for the old key with the new row’s version', async () => {
     await conn.query(`UPDATE ${T} SET id = 20 WHERE region = 'eu' AND id = 2`);
     const moved = (await versionOf(conn, 'eu', 20))!;

@@ -67,6 +67,32 @@ describeEachEngine('install and triggers: cascades, atomic triggers, tombstone D
     expect((await q('SELECT id FROM casc.c ORDER BY id')).map((r) => r.id)).toEqual([20]);
   });
 
+  it('a delete of a parent with ON DELETE CASCADE or SET NULL children is refused with foreign_key_checks=0 (the server would leave the children, the peers would not), and nothing changes', async () => {
+    await freshDatabase(conn, 'fk0', [
+      'CREATE TABLE {{db}}.p (id INT PRIMARY KEY) ENGINE=InnoDB',
+      'CREATE TABLE {{db}}.c (id INT PRIMARY KEY, pid INT NOT NULL, FOREIGN KEY (pid) REFERENCES {{db}}.p (id) ON DELETE CASCADE) ENGINE=InnoDB',
+      'CREATE TABLE {{db}}.n (id INT PRIMARY KEY, pid INT NULL, FOREIGN KEY (pid) REFERENCES {{db}}.p (id) ON DELETE SET NULL) ENGINE=InnoDB',
+    ]);
+    await install({ url, nodeId: 3, tables: ['fk0.p', 'fk0.c', 'fk0.n'] });
+    await conn.query('INSERT INTO fk0.p (id) VALUES (1), (2)');
+    await conn.query('INSERT INTO fk0.c (id, pid) VALUES (10, 1), (20, 2)');
+    await conn.query('INSERT INTO fk0.n (id, pid) VALUES (11, 1)');
+    await conn.query('SET SESSION foreign_key_checks = 0');
+    try {
+      await expect(conn.query('DELETE FROM fk0.p WHERE id IN (1, 2)')).rejects.toThrow(/foreign_key_checks=0 while deleting a row referenced/);
+    } finally {
+      await conn.query('SET SESSION foreign_key_checks = 1');
+    }
+    expect((await q('SELECT id FROM fk0.p ORDER BY id')).map((r) => r.id)).toEqual([1, 2]);
+    expect((await q('SELECT id, pid FROM fk0.n')).map((r) => `${r.id}:${r.pid}`)).toEqual(['11:1']);
+    expect(await q('SELECT id FROM lww_meta.tomb__fk0__c')).toEqual([]);
+    // With the checks on, the delete goes through and its children follow, with tombstones.
+    await conn.query('DELETE FROM fk0.p WHERE id = 1');
+    expect((await q('SELECT id FROM fk0.c ORDER BY id')).map((r) => r.id)).toEqual([20]);
+    expect((await q('SELECT id FROM lww_meta.tomb__fk0__c')).map((r) => r.id)).toEqual([10]);
+    expect((await q('SELECT id, pid FROM fk0.n')).map((r) => `${r.id}:${r.pid}`)).toEqual(['11:null']);
+  });
+
   it('install on a live table creates its triggers in one step: no stamped row is updated without a new version or deleted without a tombstone', async () => {
     await freshDatabase(conn, 'live', ['CREATE TABLE {{db}}.t (id INT PRIMARY KEY, v INT NOT NULL DEFAULT 0, _lww_ts BIGINT UNSIGNED NOT NULL DEFAULT 0) ENGINE=InnoDB']);
     const writers = await Promise.all([connect(url), connect(url)]);
