@@ -420,6 +420,20 @@ export function guardedDelete(shape: TableShape, rows: readonly (readonly SqlVal
   };
 }
 
+/**
+ * Moves one row from key `from` to key `to` (a replicated primary-key change), only where the stored
+ * version is older than the change: the server then takes the ON UPDATE action of the foreign keys
+ * that reference the row, as the source's did. Binds the new key, the old key, then the version.
+ */
+export function moveKey(shape: TableShape, from: readonly SqlValue[], to: readonly SqlValue[], version: string): Statement {
+  const set = shape.primaryKey.map((k, i) => `${quoteIdent(k)} = ${shape.keyPlaceholders[i]!}`).join(', ');
+  const where = [...shape.primaryKey.map((k, i) => `${quoteIdent(k)} = ${columnPlaceholder(shape.keyPlaceholders[i]!)}`), `${quoteIdent(shape.versionColumn)} < ${VERSION_PLACEHOLDER}`].join(' AND ');
+  return {
+    sql: `UPDATE ${quoteTable(shape.schema, shape.table)} SET ${set} WHERE ${where}`,
+    values: [...to.map(bound), ...from.map(bound), version],
+  };
+}
+
 /** Plain delete by key (the bypass). Rows: key values. */
 export function plainDelete(shape: TableShape, keys: readonly (readonly SqlValue[])[]): Statement {
   const one = keyEquals(shape.primaryKey, shape.keyPlaceholders);

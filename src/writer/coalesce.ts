@@ -24,6 +24,8 @@ export interface KeyPlan {
   /** Every upsert of the key in this batch, in source order ('version' mode only). */
   history: PlannedUpsert[];
   deleteVersion?: bigint;
+  /** The highest delete is a primary-key change: the key the row moved to (KeyOp.movedTo). */
+  movedTo?: SqlValue[];
 }
 
 export interface TablePlan {
@@ -84,7 +86,14 @@ export function coalesce(ops: Iterable<KeyOp>, order: 'version' | 'arrival' = 'v
         k.deleteVersion = undefined;
       }
     } else if (op.kind === 'delete') {
-      if (k.deleteVersion === undefined || op.version >= k.deleteVersion) k.deleteVersion = op.version;
+      if (k.deleteVersion === undefined || op.version > k.deleteVersion) {
+        k.deleteVersion = op.version;
+        if (op.movedTo) k.movedTo = op.movedTo;
+        else delete k.movedTo;
+      } else if (op.version === k.deleteVersion && op.movedTo) {
+        // The same delete seen twice (a key change and its trigger's tombstone): it is a move.
+        k.movedTo = op.movedTo;
+      }
     } else {
       const up = plannedUpsert(op, seq);
       k.history.push(up);

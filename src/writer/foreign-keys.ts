@@ -29,7 +29,7 @@ import type { TableMeta } from '../model/table.ts';
 import { nextVersion } from '../model/version.ts';
 import { COLUMNS_SQL } from '../sql/introspect.ts';
 import type { Dialect } from '../sql/dialect.ts';
-import { ColumnDefault, guardedDelete, keyPlaceholder, rowExists, type SqlValue, type Statement, type TableShape, type TombstoneShape, type UniqueValues, upsertTombstones } from '../sql/dml.ts';
+import { ColumnDefault, guardedDelete, keyPlaceholder, lockTombstones, moveKey, rowExists, type SqlValue, type Statement, type TableShape, type TombstoneShape, type UniqueValues, upsertTombstones } from '../sql/dml.ts';
 import {
   type CascadeChildShape,
   COLUMN_EXISTS_SQL,
@@ -49,6 +49,7 @@ import {
   tombstoneCascadedChildren as tombstoneChildrenSql,
 } from '../sql/foreign-keys.ts';
 import type { KeyPlan } from './coalesce.ts';
+import { keyIdOf } from './prepare.ts';
 import type { TableCounters } from './stats.ts';
 
 /** A conflict-log row: the named columns of a row and the version it concerns (apply.ts logConflict). */
@@ -315,6 +316,45 @@ export async function dropChildOfDeletedParent(io: ForeignKeyIo, meta: TableMeta
   return true;
 }
 
+/** Server errors a key move can meet: the new key is taken (1062, 1586), a foreign key refuses the change (1451, 1217). */
+const MOVE_REFUSED = new Set([1062, 1586, 1451, 1217]);
+
+/**
+ * A replicated primary-key change of a row other tables reference ON UPDATE CASCADE or SET NULL. The
+ * source's server changed (or cleared) the children's references itself, with no trigger: no change
+ * of theirs carries a version (MySQL 9.7 logs them at their old one, MariaDB not at all). Applied as
+ * a delete of the old key, the children here went with the parent, as this node's own follow-up,
+ * on every node (or were nulled). The row is moved here by an UPDATE of its key instead, so this
+ * server takes the same ON UPDATE action; the new key's upsert then writes the row's values. Only
+ * where that upsert is the move's own (the newest write of the new key in this batch, no delete of
+ * it) and no tombstone holds the new key at the move's version (locking read); a taken new key or a
+ * foreign key that refuses leaves the key to the delete (as before). Returns the keys moved.
+ */
+export async function moveReferencedRows(io: ForeignKeyIo, meta: TableMeta, keys: readonly KeyPlan[], batch: readonly KeyPlan[], counts: TableCounters): Promise<Set<KeyPlan>> {
+  const moved = new Set<KeyPlan>();
+  const candidates = keys.filter((k) => k.movedTo !== undefined);
+  if (candidates.length === 0 || !(await parentForeignKeys(io, meta)).updateActs) return moved;
+  const byId = new Map(batch.map((k) => [keyIdOf(k.key), k]));
+  const shape = shapeOf(meta);
+  const tomb = tombShapeOf(meta, io.metaSchema);
+  for (const k of candidates) {
+    const version = k.deleteVersion!;
+    const to = byId.get(keyIdOf(k.movedTo!));
+    if (!to?.upsert || to.upsert.version !== version || to.deleteVersion !== undefined) continue;
+    const held = await io.select(name(meta), lockTombstones(tomb, [k.movedTo!]));
+    if (held.some((r) => BigInt(String(r[meta.versionColumn])) >= version)) continue;
+    try {
+      if ((await io.run(name(meta), moveKey(shape, k.key, k.movedTo!, version.toString()))).affectedRows === 0) continue;
+    } catch (err) {
+      if (MOVE_REFUSED.has((err as { cause?: { errno?: number } }).cause?.errno ?? 0)) continue;
+      throw err;
+    }
+    moved.add(k);
+    counts.deleted++;
+  }
+  return moved;
+}
+
 /**
  * Before the guarded delete of a batch's keys (their tombstones are written): the rows to delete
  * (key values then the delete's version). For a table with ON DELETE CASCADE or SET NULL children:
@@ -481,3 +521,4 @@ export async function applyForeignKeyFollowUps(io: ForeignKeyIo, nodeId: number,
   }
   return changed;
 }
+

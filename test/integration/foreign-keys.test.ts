@@ -641,6 +641,62 @@ function followUpBelowCollectedHorizon(ctx: EngineContext): void {
   });
 }
 
+// A parent's primary key renamed on one node, children following it ON UPDATE CASCADE (or SET
+// NULL): the source's server changes the children with no trigger, so no change of theirs carries
+// a version. Applied on the peer as a delete of the old key, the children went with the parent there
+// (as the peer's own follow-up, which then deleted them on the source too) or were refused (ON DELETE
+// RESTRICT); moved by an UPDATE of its key, the peer's server takes the same ON UPDATE action.
+function parentKeyRenamed(ctx: EngineContext): void {
+  const cases = [
+    ['CASCADE', 'CASCADE'],
+    ['CASCADE', 'RESTRICT'],
+    ['SET NULL', 'CASCADE'],
+  ] as const;
+  for (const [onUpdate, onDelete] of cases) {
+    it(`ON UPDATE ${onUpdate} ON DELETE ${onDelete}: the children follow the renamed parent on both nodes, with their own versions, and nothing is deleted`, async () => {
+      const db = `fkmove_${onUpdate.replace(' ', '')}_${onDelete}`.toLowerCase();
+      const conns = await setupNodes(urls(ctx), db, [
+        'CREATE TABLE {{db}}.p (id VARCHAR(10) NOT NULL PRIMARY KEY, n INT NOT NULL) ENGINE=InnoDB',
+        `CREATE TABLE {{db}}.c (id INT NOT NULL PRIMARY KEY, pid VARCHAR(10) NULL, v INT NOT NULL, FOREIGN KEY (pid) REFERENCES {{db}}.p (id) ON UPDATE ${onUpdate} ON DELETE ${onDelete}) ENGINE=InnoDB`,
+      ], ['p', 'c']);
+      const [a, b] = conns as [Connection, Connection];
+      const rep = await startReplicator(urls(ctx));
+      try {
+        await a.query(`INSERT INTO ${db}.p (id, n) VALUES ('A', 1), ('B', 2)`);
+        await a.query(`INSERT INTO ${db}.c (id, pid, v) VALUES (10, 'A', 1), (11, 'A', 2), (20, 'B', 3)`);
+        await converged(conns, db, 'c');
+        const [before] = await a.query<RowDataPacket[]>(`SELECT id, CAST(_lww_ts AS CHAR) AS v FROM ${db}.c ORDER BY id`);
+        const from = await binlogHeads(urls(ctx));
+        await a.query(`UPDATE ${db}.p SET id = 'Z' WHERE id = 'A'`);
+        // Both directions past the rename (a mark each way): a follow-up of B's would have reached A by then.
+        await b.query(`INSERT INTO ${db}.p (id, n) VALUES ('mb', 0)`);
+        await eventually('B’s mark on A', () => textRows(a, `SELECT id FROM ${db}.p WHERE id = 'mb'`), (r) => r.length === 1, 30_000);
+        await a.query(`INSERT INTO ${db}.p (id, n) VALUES ('ma', 0)`);
+        await eventually('A’s mark on B', () => textRows(b, `SELECT id FROM ${db}.p WHERE id = 'ma'`), (r) => r.length === 1, 30_000);
+        await converged(conns, db, 'p');
+        await converged(conns, db, 'c');
+        const pid = onUpdate === 'CASCADE' ? 'Z' : 'null';
+        for (const c of conns) {
+          expect(await textRows(c, `SELECT id, n FROM ${db}.p ORDER BY id`)).toEqual(['B|2', 'ma|0', 'mb|0', 'Z|1']);
+          // The server's ON UPDATE action stamps nothing: each child keeps its own version.
+          expect(await textRows(c, `SELECT id, COALESCE(pid, 'null'), CAST(_lww_ts AS CHAR) FROM ${db}.c ORDER BY id`)).toEqual([
+            `10|${pid}|${before[0]!.v}`,
+            `11|${pid}|${before[1]!.v}`,
+            `20|B|${before[2]!.v}`,
+          ]);
+          expect(await textRows(c, 'SELECT reason FROM lww_meta.conflicts')).toEqual([]);
+        }
+        expect((await rep.status()).directions.map((d) => d.state)).toEqual(['streaming', 'streaming']);
+        const report = await auditHistory({ nodes: urls(ctx), from, tables: [`${db}.p`, `${db}.c`] });
+        expectCleanAudit(report);
+      } finally {
+        await rep.stop();
+      }
+      for (const c of conns) await c.end();
+    });
+  }
+}
+
 // One pair of servers per engine for every case (each case has its own database).
 describeEachEngine('foreign keys between replicated tables', 2, (ctx) => {
   describe('ON DELETE SET NULL across nodes', () => setNullAcrossNodes(ctx));
@@ -650,4 +706,5 @@ describeEachEngine('foreign keys between replicated tables', 2, (ctx) => {
   describe('a collated parent key in two spellings in one batch', () => twoSpellingsInOneBatch(ctx));
   describe('a parent removed by a UNIQUE clash, with ON DELETE CASCADE children', () => parentRemovedByUniqueClash(ctx));
   describe('a SET NULL follow-up below the collected GC horizon', () => followUpBelowCollectedHorizon(ctx));
+  describe('a parent key renamed, children following ON UPDATE', () => parentKeyRenamed(ctx));
 });
