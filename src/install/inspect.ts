@@ -4,6 +4,7 @@
 import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { UnknownTableError, UnsupportedTableError } from '../errors.ts';
 import { COLUMNS_SQL, TABLE_EXISTS_SQL, UNIQUE_KEYS_SQL } from '../sql/introspect.ts';
+import { isGeneratedColumn, unsupportedKeyColumn } from '../model/table.ts';
 import { CASCADING_FOREIGN_KEYS_SQL } from '../sql/install.ts';
 
 export interface TableInspection {
@@ -33,12 +34,17 @@ export async function inspectTable(conn: Connection, schema: string, table: stri
     throw new UnsupportedTableError(schema, table, `its primary key contains the version column ${versionColumn}`);
   }
   const [cols] = await conn.query<RowDataPacket[]>(COLUMNS_SQL, [schema, table]);
+  for (const k of primaryKey) {
+    const c = cols.find((r) => r.name === k)!;
+    const why = unsupportedKeyColumn({ name: k, dataType: String(c.dataType), generated: isGeneratedColumn(c) });
+    if (why) throw new UnsupportedTableError(schema, table, `${why}, then run install again`);
+  }
   const version = cols.find((c) => c.name === versionColumn);
   const versionColumnType = version ? String(version.columnType) : undefined;
   if (versionColumnType !== undefined && !/^bigint\b.*unsigned/i.test(versionColumnType)) {
     throw new UnsupportedTableError(schema, table, `its column ${versionColumn} is ${versionColumnType}; the version column must be BIGINT UNSIGNED`);
   }
-  if (version && (/GENERATED/i.test(String(version.extra ?? '')) || (version.generation !== null && version.generation !== ''))) {
+  if (version && isGeneratedColumn(version)) {
     throw new UnsupportedTableError(schema, table, `its version column ${versionColumn} is a generated column`);
   }
   const [fks] = await conn.query<RowDataPacket[]>(CASCADING_FOREIGN_KEYS_SQL, [schema, table]);

@@ -75,3 +75,21 @@ export interface SetNullForeignKey {
 export function tableKey(schema: string, table: string): string {
   return `${schema}\u0000${table}`;
 }
+
+/** A column information_schema shows as generated (EXTRA on MySQL, GENERATION_EXPRESSION on MariaDB too). */
+export function isGeneratedColumn(c: { readonly [column: string]: unknown }): boolean {
+  return /GENERATED/i.test(String(c.extra ?? '')) || (c.generation !== null && c.generation !== undefined && c.generation !== '');
+}
+
+/**
+ * Why a primary-key column cannot identify a row on every node, or undefined when it can. The sink
+ * binds key values and compares them in its statements (tombstones, guarded deletes, key moves):
+ * - BIT: a bound value compares unlike the stored bits (MariaDB matched no row, so replicated
+ *   deletes removed nothing while their tombstones were written; MySQL refused the conversion);
+ * - a generated column: the sink writes rows without it, so its statements cannot name the key.
+ */
+export function unsupportedKeyColumn(col: { name: string; dataType: string; generated: boolean }): string | undefined {
+  if (col.dataType.toLowerCase() === 'bit') return `its primary-key column ${col.name} is BIT, whose bound values do not compare like its stored bits on every server; use BINARY(n) or an integer type`;
+  if (col.generated) return `its primary-key column ${col.name} is a generated column, which the sink cannot write or name in its statements; make the key a stored, written column`;
+  return undefined;
+}

@@ -3,7 +3,7 @@ import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { UnknownTableError, UnsupportedTableError } from '../errors.ts';
 import { tombstoneTableName } from '../model/names.ts';
 import type { ColumnMeta, SetNullForeignKey, TableMeta } from '../model/table.ts';
-import { tableKey } from '../model/table.ts';
+import { isGeneratedColumn, tableKey, unsupportedKeyColumn } from '../model/table.ts';
 import { CHECK_CLAUSES_SQL } from '../sql/install.ts';
 import { COLUMNS_SQL, FOREIGN_PARENTS_SQL, SET_NULL_FOREIGN_KEYS_SQL, TABLE_EXISTS_SQL, UNIQUE_KEYS_SQL } from '../sql/introspect.ts';
 
@@ -30,7 +30,7 @@ export async function loadTableMeta(conn: Connection, schema: string, table: str
     dataType: String(c.dataType).toLowerCase(),
     columnType: String(c.columnType),
     nullable: c.nullable === 'YES',
-    generated: /GENERATED/i.test(c.extra ?? '') || (c.generation !== null && c.generation !== ''),
+    generated: isGeneratedColumn(c),
     charset: c.charset,
     collation: c.collation,
     // COLUMN_DEFAULT is NULL both for DEFAULT NULL and for no default: a nullable column has NULL either way.
@@ -61,6 +61,10 @@ export async function loadTableMeta(conn: Connection, schema: string, table: str
     throw new UnsupportedTableError(schema, table, `version column ${versionColumn} is ${version.columnType}, must be BIGINT UNSIGNED`);
   }
   primaryKey = primaryKey.filter(Boolean);
+  for (const k of primaryKey) {
+    const why = unsupportedKeyColumn(columns.find((c) => c.name === k)!);
+    if (why) throw new UnsupportedTableError(schema, table, why);
+  }
   const writableColumns = [
     ...columns.filter((c) => !c.generated && c.name !== versionColumn).map((c) => c.name),
     versionColumn,
