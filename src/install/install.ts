@@ -26,6 +26,7 @@ import {
   META_TABLE_EXISTS_SQL,
   markVersionColumnAddedSql,
   NATIVE_FOREIGN_KEYS_SQL,
+  readApplySecretSql,
   registerTableSql,
   SAVE_SESSION_SQL,
   SET_SESSION_SQL,
@@ -334,6 +335,8 @@ export async function install(options: InstallOptions): Promise<InstallResult> {
     await ensureMetaSchema(conn, metaSchema);
     // Install's own writes (backfill) keep the version they set.
     await enterApplySession(conn, metaSchema);
+    const [[secretRow]] = await conn.query<RowDataPacket[]>(readApplySecretSql(metaSchema));
+    const applySecret = String(secretRow!.secret);
     if (recorded === undefined) {
       try {
         await conn.query(insertNodeIdSql(metaSchema), [nodeId]);
@@ -361,7 +364,7 @@ export async function install(options: InstallOptions): Promise<InstallResult> {
           if (!reg) continue;
           const meta = await installedMeta(conn, metaSchema, parent, reg.versionColumn, reg.tombstoneTable);
           const cascades = await cascadeChildren(conn, parent, await registeredTables(conn, metaSchema));
-          await ensureTriggers(conn, parent.schema, parent.table, triggerDefinitions({ ...meta, metaSchema, nodeId, cascades, replaceKeepsReferences }));
+          await ensureTriggers(conn, parent.schema, parent.table, triggerDefinitions({ ...meta, metaSchema, nodeId, applySecret, cascades, replaceKeepsReferences }));
         } catch (e) {
           leftovers.push(`the cascade trigger of ${formatTableRef(parent)}: ${e instanceof Error ? e.message : String(e)}`);
         }
@@ -422,7 +425,7 @@ export async function install(options: InstallOptions): Promise<InstallResult> {
         current = name;
         const meta = await installedMeta(conn, metaSchema, ref, versionColumn, tombstoneTable);
         const cascades = await cascadeChildren(conn, ref, installed);
-        const triggers = await ensureTriggers(conn, ref.schema, ref.table, triggerDefinitions({ ...meta, metaSchema, nodeId, cascades, replaceKeepsReferences }));
+        const triggers = await ensureTriggers(conn, ref.schema, ref.table, triggerDefinitions({ ...meta, metaSchema, nodeId, applySecret, cascades, replaceKeepsReferences }));
         if (triggers.length > 0) log.info('created triggers', { table: name, triggers });
         const backfilledRows = await backfill(conn, ref, versionColumn, nodeId, chunk);
         if (backfilledRows > 0) log.info('backfilled versions', { table: name, rows: backfilledRows });
@@ -458,7 +461,7 @@ export async function install(options: InstallOptions): Promise<InstallResult> {
         const reg = installed.get(formatTableRef(parent))!;
         const meta = await installedMeta(conn, metaSchema, parent, reg.versionColumn, reg.tombstoneTable);
         const cascades = await cascadeChildren(conn, parent, installed);
-        const triggers = await ensureTriggers(conn, parent.schema, parent.table, triggerDefinitions({ ...meta, metaSchema, nodeId, cascades, replaceKeepsReferences }));
+        const triggers = await ensureTriggers(conn, parent.schema, parent.table, triggerDefinitions({ ...meta, metaSchema, nodeId, applySecret, cascades, replaceKeepsReferences }));
         if (triggers.length > 0) log.info('updated cascade triggers', { table: formatTableRef(parent), triggers });
       }
       return { nodeId, metaSchema, recordedNodeId: recorded === undefined, tables, warnings };

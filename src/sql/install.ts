@@ -56,6 +56,11 @@ export const SAVE_SESSION_SQL = 'SELECT @lww_apply AS apply, @@SESSION.sql_mode 
 /** Bound: @lww_apply value, sql_mode. */
 export const SET_SESSION_SQL = 'SET @lww_apply = ?, SESSION sql_mode = ?';
 
+/** This node's apply secret (rendered into the triggers, see sql/triggers.sql). */
+export function readApplySecretSql(metaSchema: string): string {
+  return `SELECT secret FROM ${quoteTable(metaSchema, APPLY_SECRET_TABLE)} WHERE singleton = 1`;
+}
+
 /**
  * Makes this session a replicator session: @lww_apply takes the node's secret, so the triggers
  * keep the versions it writes. Needs SELECT on the metadata schema (applications have none).

@@ -20,6 +20,8 @@ export interface TriggerTarget {
   tombstoneTable: string;
   /** Baked into the trigger text: the low 10 bits of every version this server stamps. */
   nodeId: number;
+  /** Baked into the trigger text: this node's apply secret (lww_meta.apply_secret, hex), compared before the table is read. */
+  applySecret: string;
   /** Installed tables whose rows reference this one with ON DELETE CASCADE or SET NULL (they get a BEFORE DELETE trigger). */
   cascades?: readonly CascadeChild[];
   /** Secondary UNIQUE keys with a claim table in the metadata schema. */
@@ -98,6 +100,18 @@ function triggerTemplates(): string[] {
   return templates;
 }
 
+/** Sets lww_stamp to false for the sink's session: the rendered secret first, the secret table only when that differs. */
+function isApplySession(target: TriggerTarget): string {
+  if (!/^[0-9A-Fa-f]{16,128}$/.test(target.applySecret)) throw new Error('the apply secret must be 16 to 128 hex digits');
+  const table = quoteTable(target.metaSchema, APPLY_SECRET_TABLE);
+  return (
+    `SET lww_stamp = NOT (CAST(@lww_apply AS BINARY) <=> _binary'${target.applySecret}');\n` +
+    '    IF lww_stamp THEN\n' +
+    `      SET lww_stamp = NOT (CAST(@lww_apply AS BINARY) <=> (SELECT CAST(secret AS BINARY) FROM ${table} WHERE singleton = 1));\n` +
+    '    END IF;'
+  );
+}
+
 function render(template: string, vars: Record<string, string>): string {
   return template.replace(/\{\{(\w+)\}\}/g, (_, key: string) => {
     const v = vars[key];
@@ -135,7 +149,7 @@ export function triggerDefinitions(target: TriggerTarget): TriggerDefinition[] {
     tomb_key_of_old: key.map((c) => `${ofTomb(c)} = ${ofOld(c)}`).join(', '),
     now_us: NOW_MICROS_SQL,
     node_id: String(target.nodeId),
-    secret: quoteTable(target.metaSchema, APPLY_SECRET_TABLE),
+    is_apply_session: isApplySession(target),
     max_physical: MAX_PHYSICAL.toString(),
   };
   const cascades = target.cascades ?? [];

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { connect } from '../../src/db/connection.ts';
 import { InstallRefusedError, NodeIdConflictError, UnsupportedTableError } from '../../src/errors.ts';
 import { checkAutoIncrementCollisions } from '../../src/install/auto-increment.ts';
+import { createSink } from '../../src/index.ts';
 import { install, uninstall } from '../../src/install/install.ts';
 import { tombstoneTableName } from '../../src/model/names.ts';
 import { makeVersion, nextVersion, nodeIdOf, physicalMicrosOf } from '../../src/model/version.ts';
@@ -102,6 +103,30 @@ describeEachEngine('install and uninstall', 1, (ctx) => {
     expect(await showCreateTable(conn, T)).toBe(originalWeird);
   });
 
+  it('refuses a BIT or generated primary-key column, naming it (the sink could not match such keys), and so does the sink', async () => {
+    await conn.query('DROP TABLE IF EXISTS app.bitpk, app.genpk');
+    await conn.query('CREATE TABLE app.bitpk (k BIT(12) NOT NULL PRIMARY KEY, v INT) ENGINE=InnoDB');
+    await expect(install({ url, nodeId: NODE, tables: ['app.bitpk'] })).rejects.toThrow(/app\.bitpk cannot be replicated: its primary-key column k is BIT/);
+    // MariaDB refuses a primary key on a generated column itself.
+    if (ctx.engine === 'mysql') {
+      await conn.query('CREATE TABLE app.genpk (a INT NOT NULL, k INT AS (a * 2) STORED NOT NULL, v INT, PRIMARY KEY (k)) ENGINE=InnoDB');
+      await expect(install({ url, nodeId: NODE, tables: ['app.genpk'] })).rejects.toThrow(/app\.genpk cannot be replicated: its primary-key column k is a generated column/);
+      await conn.query('DROP TABLE app.genpk');
+    }
+    // A table given the version column by hand still cannot be fed to the sink.
+    await conn.query('ALTER TABLE app.bitpk ADD COLUMN _lww_ts BIGINT UNSIGNED NOT NULL DEFAULT 0');
+    const sink = createSink({ target: url, failpoints: '' });
+    try {
+      await expect(sink.write({ sourceId: 'bit', position: '1', changes: [{ schema: 'app', table: 'bitpk', op: 'insert', after: { k: Buffer.from([0, 1]), v: 1 }, version: 5n }] })).rejects.toThrow(
+        /its primary-key column k is BIT/,
+      );
+    } finally {
+      await sink.abort();
+    }
+    expect(await rows(conn, 'SELECT * FROM app.bitpk')).toHaveLength(0);
+    await conn.query('DROP TABLE app.bitpk');
+  });
+
   it('adds the version column and backfills existing rows with a version of this node', async () => {
     const before = Date.now();
     const result = await install({ url, nodeId: NODE, tables: [{ schema: 'app', table: WEIRD }, 'app.versioned'] });
@@ -127,6 +152,36 @@ describeEachEngine('install and uninstall', 1, (ctx) => {
     const before = Date.now();
     await conn.query(`INSERT INTO ${T} (region, id, name) VALUES ('eu', 10, 'new')`);
     expectFreshLocalVersion(await versionOf(conn, 'eu', 10), before, Date.now());
+  });
+
+  it('a sink session is told by the secret install rendered into the triggers, and by the secret table once it was replaced; a re-install renders the new one', async () => {
+    await conn.query(`INSERT INTO ${T} (region, id, name) VALUES ('sx', 1, 'a')`);
+    const keeps = async (session: Connection, v: bigint) => {
+      await session.query(`UPDATE ${T} SET _lww_ts = ? WHERE region = 'sx' AND id = 1`, [v.toString()]);
+      return (await versionOf(conn, 'sx', 1)) === v;
+    };
+    const [[old]] = await conn.query<RowDataPacket[]>('SELECT secret FROM lww_meta.apply_secret');
+    const other = await connect(url);
+    try {
+      await conn.query(enterApplySessionSql('lww_meta'));
+      expect(await keeps(conn, makeVersion(1_000_000n, 2))).toBe(true);
+      await conn.query('UPDATE lww_meta.apply_secret SET secret = HEX(RANDOM_BYTES(32))');
+      await conn.query(enterApplySessionSql('lww_meta'));
+      expect(await keeps(conn, makeVersion(2_000_000n, 2))).toBe(true);
+      // The old secret still matches the text install rendered, until install runs again.
+      await other.query('SET @lww_apply = ?', [old!.secret]);
+      expect(await keeps(other, makeVersion(3_000_000n, 2))).toBe(true);
+      await install({ url, nodeId: NODE, tables: [{ schema: 'app', table: WEIRD }] });
+      expect(await keeps(other, makeVersion(4_000_000n, 2))).toBe(false);
+      expect(await keeps(conn, makeVersion(5_000_000n, 2))).toBe(true);
+    } finally {
+      await conn.query('SET @lww_apply = NULL');
+      await other.end();
+      // The secret and the triggers as they were, for the cases after this one.
+      await conn.query('UPDATE lww_meta.apply_secret SET secret = ?', [old!.secret]);
+      await install({ url, nodeId: NODE, tables: [{ schema: 'app', table: WEIRD }] });
+    }
+    await conn.query(`DELETE FROM ${T} WHERE region = 'sx'`);
   });
 
   it('computes versions with exact 64-bit integer math', async () => {

@@ -9,6 +9,7 @@ const items: TriggerTarget = {
   metaSchema: 'lww_meta',
   tombstoneTable: 'tomb__shop__items',
   nodeId: 7,
+  applySecret: 'C0FFEE00C0FFEE00C0FFEE00C0FFEE00C0FFEE00C0FFEE00C0FFEE00C0FFEE00',
 };
 
 const NOW = "CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) AS UNSIGNED)";
@@ -103,6 +104,17 @@ describe('trigger text', () => {
     expect(bd).toContain(`    ELSE\n      SET ${kept}1 = NULL;\n      UPDATE \`shop\`.\`notes\` SET \`item_id\` = NULL WHERE \`shop\`.\`notes\`.\`item_id\` = OLD.\`id\`;\n    END IF;`);
     // The AFTER DELETE trigger checks that the server kept what the delete left.
     expect(ad).toContain(`IF NOT EXISTS (SELECT 1 FROM \`shop\`.\`lines\` WHERE \`shop\`.\`lines\`.\`item_id\` = OLD.\`id\`) THEN\n        SET ${name} = NULL;\n        SIGNAL SQLSTATE '40001'`);
+  });
+
+  it('tells the sink’s session by the rendered secret first and reads the secret table only when that differs; refuses a secret that is not hex', () => {
+    const literal = `SET lww_stamp = NOT (CAST(@lww_apply AS BINARY) <=> _binary'${items.applySecret}');`;
+    const read = 'SET lww_stamp = NOT (CAST(@lww_apply AS BINARY) <=> (SELECT CAST(secret AS BINARY) FROM `lww_meta`.`apply_secret` WHERE singleton = 1));';
+    for (const d of triggerDefinitions(items)) {
+      expect(count(d.body, literal)).toBe(1);
+      expect(count(d.body, read)).toBe(1);
+      expect(d.body).toContain(`IF @lww_apply IS NOT NULL THEN\n    ${literal}\n    IF lww_stamp THEN\n      ${read}\n    END IF;\n  END IF;`);
+    }
+    expect(() => triggerDefinitions({ ...items, applySecret: "x' OR 1 --" })).toThrow(/hex digits/);
   });
 
   it('the body is the statement after FOR EACH ROW, as the server stores it', () => {
