@@ -114,7 +114,12 @@ export class UnsafeSourceError extends LwwError {
   }
 }
 
-/** A captured DELETE without the tombstone its trigger writes in the same transaction: the lww triggers are missing. */
+/**
+ * A captured DELETE without the tombstone its trigger writes in the same transaction: the lww
+ * triggers are missing, or the row went two or more levels down an ON DELETE CASCADE chain (cascaded
+ * deletes fire no triggers; a parent's trigger tombstones its own children only). MySQL 9.6+ logs
+ * such deletes; MariaDB does not.
+ */
 export class MissingTombstoneError extends LwwError {
   constructor(
     readonly schema: string,
@@ -124,7 +129,9 @@ export class MissingTombstoneError extends LwwError {
   ) {
     super(
       `a DELETE on ${schema}.${table} (transaction ending at ${position}) wrote no tombstone into ${tombstoneTable}: ` +
-        `its version is unknown. Are the lww triggers installed on ${schema}.${table}? Run install for this table.`,
+        `its version is unknown. Either the lww triggers are missing on ${schema}.${table} (run install for this table), ` +
+        'or the row was deleted two or more levels down a chain of ON DELETE CASCADE foreign keys, which the triggers cover one level deep ' +
+        '(delete such rows level by level, children first, or make the lower foreign keys RESTRICT).',
     );
   }
 }
