@@ -3,7 +3,10 @@
 //   (a) bare multi-row REPLACE        — what a non-LWW apply costs: the baseline;
 //   (b) bare LWW upsert statement     — the project's statement (src/sql/dml.ts) executed directly;
 //   (c) the sink (LWW)                — everything around the statement: tombstones, checkpoint, JS;
-//   (d) the sink in bypass mode       — the same sink writing REPLACE INTO.
+//   (d) the sink in bypass mode       — the same sink writing REPLACE INTO;
+//   (e) the sink on an installed table — as every real target is: the project's triggers fire for
+//       each row the sink writes (they tell its session and keep its versions), which (a)-(d),
+//       like native replication, do not pay. Method `installed`.
 // (a) and (b) are one autocommitted statement per batch, like the sink's one commit per batch.
 // Median of --rounds rounds; the order of the methods rotates per round so none always runs first.
 // Machines here are shared and noisy: compare ratios within one run, not absolute rates across runs.
@@ -18,6 +21,7 @@ import type { Connection } from 'mysql2/promise';
 import { connect } from '../src/db/connection.ts';
 import { seededRandom } from '../src/harness/random.ts';
 import { createSink, type SourceTransactionInput } from '../src/index.ts';
+import { install } from '../src/install/install.ts';
 import { ensureMetaSchema, ensureTombstoneTable } from '../src/install/provision.ts';
 import type { Dialect } from '../src/sql/dialect.ts';
 import { lwwUpsert, replaceRows, type SqlValue, type Statement } from '../src/sql/dml.ts';
@@ -51,8 +55,8 @@ const BATCH_SIZES = values.batches.split(',').map(Number);
 const META = 'lww_meta';
 
 type Change = SourceTransactionInput['changes'][number];
-type Method = 'replace' | 'upsert' | 'sink' | 'bypass';
-const ALL_METHODS: readonly Method[] = ['replace', 'upsert', 'sink', 'bypass'];
+type Method = 'replace' | 'upsert' | 'sink' | 'bypass' | 'installed';
+const ALL_METHODS: readonly Method[] = ['replace', 'upsert', 'sink', 'bypass', 'installed'];
 const METHODS = values.methods.split(',').filter((m): m is Method => (ALL_METHODS as readonly string[]).includes(m));
 
 function changeSet(db: string, n: number): Change[] {
@@ -72,13 +76,14 @@ const [server] = await startServers({ engine, count: 1 });
 const url = server!.url;
 const admin = await connect(url);
 let dbSeq = 0;
-async function freshTable(): Promise<string> {
+async function freshTable(installed = false): Promise<string> {
   const db = `bench_${++dbSeq}`;
   await admin.query(`DROP DATABASE IF EXISTS ${quoteIdent(db)}`);
   await admin.query(`CREATE DATABASE ${quoteIdent(db)}`);
   await admin.query(
     `CREATE TABLE ${quoteIdent(db)}.t (id BIGINT NOT NULL PRIMARY KEY, a INT NOT NULL, b VARCHAR(64) NOT NULL, c DOUBLE NOT NULL, d DATETIME(6) NOT NULL, _lww_ts BIGINT UNSIGNED NOT NULL)`,
   );
+  if (installed) await install({ url, nodeId: 1, metaSchema: META, tables: [{ schema: db, table: 't' }] });
   return db;
 }
 
@@ -203,10 +208,10 @@ async function measure(method: Method, batch: number, n: number): Promise<number
 }
 
 async function measureRun(method: Method, batch: number, n: number): Promise<number> {
-  const db = await freshTable();
+  const db = await freshTable(method === 'installed');
   const changes = changeSet(db, n);
   try {
-    if (method === 'sink' || method === 'bypass') return await viaSink(changes, batch, method === 'bypass');
+    if (method === 'sink' || method === 'bypass' || method === 'installed') return await viaSink(changes, batch, method === 'bypass');
     const conn = await connect(url);
     try {
       const meta = await loadTableMeta(conn, db, 't', '_lww_ts');
@@ -254,10 +259,12 @@ try {
       'LWW stmt rows/s': k(med('upsert')),
       'sink rows/s': k(med('sink')),
       'bypass rows/s': k(med('bypass')),
+      'installed rows/s': k(med('installed')),
       'stmt/REPLACE': ratio(med('upsert'), replace),
       'sink/REPLACE': ratio(med('sink'), replace),
       'bypass/REPLACE': ratio(med('bypass'), replace),
       'sink/bypass': ratio(med('sink'), med('bypass')),
+      'installed/REPLACE': ratio(med('installed'), replace),
       // Client CPU per change (median): the sink's own JS, mysql2 and this loop; the bare methods show the floor.
       'sink CPU µs/chg': cpus.has('sink') ? Number(median(cpus.get('sink')!).toFixed(1)) : '—',
       'REPLACE CPU µs/chg': cpus.has('replace') ? Number(median(cpus.get('replace')!).toFixed(1)) : '—',
