@@ -15,6 +15,7 @@
 //   the oldest open XA PREPARE's start, so a restart reads the group again.
 import { CaptureError, CaptureRefusedError, MissingTombstoneError, UnsupportedTableError } from '../errors.ts';
 import type { Row, RowChange, SourceTransaction } from '../model/change.ts';
+import { compositeKeyText } from '../model/key-text.ts';
 import { isClaimTable, tombstoneTableName } from '../model/names.ts';
 import { parseVersion, VersionFormatError } from '../model/version.ts';
 import { type DdlKind, parseDdl, parseDml } from './ddl.ts';
@@ -249,14 +250,14 @@ function highest(entries: readonly TombEntry[]): bigint {
 
 /** Stable text of key values: buffers by bytes, everything else by its string form. */
 function keyText(row: Row, columns: readonly string[]): string {
-  return columns
-    .map((c) => {
+  return compositeKeyText(
+    columns.map((c) => {
       const v = row[c];
       if (v === null || v === undefined) return '\u0000null';
       if (Buffer.isBuffer(v)) return `x${v.toString('hex')}`;
       return `s${String(v)}`;
-    })
-    .join('\u0001');
+    }),
+  );
 }
 
 export class TransactionAssembler {

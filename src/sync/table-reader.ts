@@ -1,11 +1,12 @@
 // Reads a table (or its tombstones) in primary-key chunks with bounded memory (one chunk in hand),
 // looks up the versions a peer holds for a chunk's keys, and names tables for the merge.
-import { parseTableSelectorText } from '../install/table-list.ts';
 import type { Connection, RowDataPacket } from 'mysql2/promise';
 import type { TableSelector } from '../capture/filter.ts';
+import { parseTableSelectorText } from '../install/table-list.ts';
+import { compositeKeyText } from '../model/key-text.ts';
 import { bindKeyValue, columnName, type ReadColumn } from '../sql/column-read.ts';
-import { TABLE_EXISTS_SQL } from '../sql/introspect.ts';
 import { countRowsSql, ESTIMATED_ROWS_SQL, keyBoundParams, lookupVersionsSql, rangeVersionsSql, selectChunkSql, TABLES_WITH_COLUMN_SQL } from '../sql/copy.ts';
+import { TABLE_EXISTS_SQL } from '../sql/introspect.ts';
 
 export type KeyValues = unknown[];
 
@@ -88,7 +89,7 @@ export function decodeKey(text: string): KeyValues {
 
 /** Identity of a key read from either node: numbers and numeric strings compare alike. */
 export function keyIdOf(values: KeyValues): string {
-  return values.map((v) => (Buffer.isBuffer(v) ? `b${v.toString('hex')}` : `s${String(v)}`)).join('\u0001');
+  return compositeKeyText(values.map((v) => (Buffer.isBuffer(v) ? `b${v.toString('hex')}` : `s${String(v)}`)));
 }
 
 /** Keys per IN lookup statement (bound parameters stay far below the protocol's 65,535). */

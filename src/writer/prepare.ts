@@ -4,6 +4,7 @@
 import { InvalidChangeError, UnknownColumnError } from '../errors.ts';
 import type { Row, RowChange, SourceTransaction } from '../model/change.ts';
 import { TypedJson } from '../model/json.ts';
+import { compositeKeyText } from '../model/key-text.ts';
 import type { ClaimIndex, ColumnMeta, TableMeta } from '../model/table.ts';
 import { ColumnDefault } from '../sql/dml.ts';
 import { keyPart, type SqlValue, toSqlValue, ValueError } from './values.ts';
@@ -58,7 +59,7 @@ export interface PreparedTransaction {
 
 export function keyIdOf(key: readonly SqlValue[]): string {
   if (key.length === 1) return keyPart(key[0]!);
-  return key.map(keyPart).join('\u0001');
+  return compositeKeyText(key.map(keyPart));
 }
 
 function approxBytes(v: SqlValue): number {

@@ -63,6 +63,8 @@ describe('keys of the merge', () => {
   it('match across nodes whether a number comes back as a number or as text', () => {
     expect(keyIdOf([5, '7'])).toBe(keyIdOf(['5', 7]));
     expect(keyIdOf([Buffer.from('ab')])).not.toBe(keyIdOf(['ab']));
+    // A value holding what once was the separator does not make two keys one.
+    expect(keyIdOf(['a\u0001sb', 'c'])).not.toBe(keyIdOf(['a', 'b\u0001sc']));
   });
 });
 
