@@ -288,7 +288,17 @@ function releasesOf(meta: TableMeta, index: number, change: RowChange, sourceId:
     if (!/^[0-9]{1,20}$/.test(text)) {
       throw new InvalidChangeError(`change #${index} (${meta.schema}.${meta.table}, ${change.op}): before.${meta.versionColumn}: not a version: ${text}`, index, `before.${meta.versionColumn}`);
     }
-    out.push({ claim, values, owner: keyOf(meta, index, change, 'before', before), version: BigInt(text), sourceId });
+    // The claim is recorded at this version and beats every older holder of the value: the row the
+    // change replaced is older than the change, always (a larger one would be trusted blindly).
+    const held = BigInt(text);
+    if (held >= change.version) {
+      throw new InvalidChangeError(
+        `change #${index} (${meta.schema}.${meta.table}, ${change.op}): before.${meta.versionColumn} ${text} is not below the change's version ${change.version}; the row a change replaces is older than it`,
+        index,
+        `before.${meta.versionColumn}`,
+      );
+    }
+    out.push({ claim, values, owner: keyOf(meta, index, change, 'before', before), version: held, sourceId });
   }
   return out;
 }

@@ -331,7 +331,9 @@ function checkTemporal(col: ColumnMeta, text: string): string {
     if (mo < 1 || mo > 12 || d < 1 || d > daysInMonth(y, mo)) throw new ValueError(`${text} is not a valid date`);
   }
   if (h > 23 || mi > 59 || sec > 59) throw new ValueError(`${text} is not a valid time of day`);
-  if (t === 'timestamp' && !zero && (text < '1970-01-01 00:00:01' || text > '2038-01-19 03:14:07.999999')) {
+  // Compared as text with a space separator ('T' sorts after it: the last second passed for out of range).
+  const spaced = len > 10 && text.charCodeAt(10) === 84 ? `${text.slice(0, 10)} ${text.slice(11)}` : text;
+  if (t === 'timestamp' && !zero && (spaced < '1970-01-01 00:00:01' || spaced > '2038-01-19 03:14:07.999999')) {
     throw new ValueError(`${text} is outside the TIMESTAMP range (1970-01-01 00:00:01 .. 2038-01-19 03:14:07.999999 UTC)`);
   }
   return text;
@@ -339,7 +341,9 @@ function checkTemporal(col: ColumnMeta, text: string): string {
 
 /** The bound value for one column; throws ValueError when the value cannot be stored faithfully. */
 export function toSqlValue(col: ColumnMeta, value: unknown): SqlValue {
-  if (value === null || value === undefined) {
+  // A property holding undefined is no value: taken for NULL, it wrote a NULL nobody gave.
+  if (value === undefined) throw new ValueError('undefined is not a value (give null for NULL, or leave the column out)');
+  if (value === null) {
     if (!col.nullable) throw new ValueError('NULL in a NOT NULL column');
     return null;
   }

@@ -77,6 +77,21 @@ describeEachEngine('LWW sink', 1, (ctx) => {
     expect(sink.stats().tables['lww2.t']).toMatchObject({ deleted: 2, tombstoned: 3, skippedByTombstone: 1 });
   });
 
+  it('two composite keys whose parts hold control characters stay two keys in one batch (insert, and a delete beside an insert)', async () => {
+    await freshDatabase(conn, 'lwwck', ['CREATE TABLE {{db}}.t (k1 VARCHAR(10) NOT NULL, k2 VARCHAR(10) NOT NULL, a VARCHAR(10) NOT NULL, _lww_ts BIGINT UNSIGNED NOT NULL, PRIMARY KEY (k1, k2))']);
+    const one = { k1: 'a\u0001sb', k2: 'c' };
+    const two = { k1: 'a', k2: 'b\u0001sc' };
+    const sink = sinkFor();
+    await sink.write({ sourceId: 'ck', position: '1', changes: [{ schema: 'lwwck', table: 't', op: 'insert', after: { ...one, a: 'A' }, version: 10n }] });
+    await sink.write({ sourceId: 'ck', position: '2', changes: [{ schema: 'lwwck', table: 't', op: 'insert', after: { ...two, a: 'B' }, version: 11n }] });
+    await sink.flush();
+    expect((await rowsOf(conn, 'lwwck', 't', ['a'])).map((r) => `${r.a}@${r._lww_ts}`)).toEqual(['A@10', 'B@11']);
+    await sink.write({ sourceId: 'ck', position: '3', changes: [{ schema: 'lwwck', table: 't', op: 'delete', before: one, version: 20n }] });
+    await sink.write({ sourceId: 'ck', position: '4', changes: [{ schema: 'lwwck', table: 't', op: 'update', before: two, after: { ...two, a: 'B2' }, version: 21n }] });
+    await sink.flush();
+    expect((await rowsOf(conn, 'lwwck', 't', ['a'])).map((r) => `${r.a}@${r._lww_ts}`)).toEqual(['B2@21']);
+  });
+
   it('any permutation and batching of a random change set yields the same table and tombstones (property, many seeds)', async () => {
     for (const seed of [1, 2, 3, 4, 5, 6]) {
       const random = seededRandom(seed);
@@ -273,7 +288,12 @@ describeEachEngine('LWW sink', 1, (ctx) => {
   });
 
   it('bad input is refused with an error naming the problem, and nothing is written', async () => {
-    await freshDatabase(conn, 'lww8', [T, 'CREATE TABLE {{db}}.nopk (a INT, _lww_ts BIGINT UNSIGNED NOT NULL)', 'CREATE TABLE {{db}}.nover (a INT PRIMARY KEY)']);
+    await freshDatabase(conn, 'lww8', [
+      T,
+      'CREATE TABLE {{db}}.nopk (a INT, _lww_ts BIGINT UNSIGNED NOT NULL)',
+      'CREATE TABLE {{db}}.nover (a INT PRIMARY KEY)',
+      'CREATE TABLE {{db}}.u (id INT PRIMARY KEY, email VARCHAR(40) NOT NULL, _lww_ts BIGINT UNSIGNED NOT NULL, UNIQUE KEY uk_email (email))',
+    ]);
     const sink = sinkFor({ limits: { maxTransactionRows: 3 } });
     const good = ins('lww8', 1, 'ok', 1n);
     const cases: Array<[Change[], RegExp]> = [
@@ -287,6 +307,11 @@ describeEachEngine('LWW sink', 1, (ctx) => {
       [[good, good, good, good], /4 changes, more than limits.maxTransactionRows \(3\)/],
       [[good, { schema: 'lww8', table: 'nopk', op: 'insert', after: { a: 1 }, version: 2n }], /lww8.nopk cannot be replicated: it has no primary key/],
       [[good, { schema: 'lww8', table: 'nover', op: 'insert', after: { a: 1 }, version: 2n }], /lww8.nover cannot be replicated: it has no version column _lww_ts/],
+      // A property holding undefined is no value (it was written as NULL).
+      [[good, { schema: 'lww8', table: 't', op: 'insert', after: { id: 2, v: undefined, n: 1 }, version: 2n }], /change #1 .*after\.v: undefined is not a value/],
+      // A before image's version names the claim of a UNIQUE value the row gave up: it must be below the change's.
+      [[good, { schema: 'lww8', table: 'u', op: 'update', before: { id: 2, email: 'x', _lww_ts: '99' }, after: { id: 2, email: 'y' }, version: 50n }], /change #1 .*before\._lww_ts 99 is not below the change's version 50/],
+      [[good, { schema: 'lww8', table: 'u', op: 'delete', before: { id: 2, email: 'x', _lww_ts: '18446744073709551616' }, version: 50n }], /change #1 .*before\._lww_ts 18446744073709551616 is not below/],
     ];
     // A refused transaction stops the sink (a later position must not commit past it): one sink per case.
     for (const [changes, message] of cases) {

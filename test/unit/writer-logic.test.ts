@@ -270,6 +270,10 @@ describe('values and names', () => {
     expect(() => toSqlValue(col('date'), '2023-02-29')).toThrow(/valid date/);
     expect(toSqlValue(col('date'), '2024-02-29')).toBe('2024-02-29');
     expect(() => toSqlValue(col('timestamp', 'timestamp(3)'), '2040-01-01 00:00:00')).toThrow(/TIMESTAMP range/);
+    // The ISO 'T' separator is compared as the space it stands for.
+    expect(toSqlValue(col('timestamp', 'timestamp(3)'), '2038-01-19T03:14:07')).toBe('2038-01-19T03:14:07');
+    expect(() => toSqlValue(col('timestamp', 'timestamp(3)'), '1970-01-01T00:00:00')).toThrow(/TIMESTAMP range/);
+    expect(() => toSqlValue(col('timestamp', 'timestamp(3)'), '2038-01-19T03:14:08')).toThrow(/TIMESTAMP range/);
     expect(() => toSqlValue(col('enum', "enum('a','b')"), 'c')).toThrow(/not one of/);
     expect(toSqlValue(col('enum', "enum('a','b')"), 'B')).toBe('B');
   });
