@@ -76,9 +76,14 @@ export function tableKey(schema: string, table: string): string {
   return `${schema}\u0000${table}`;
 }
 
-/** A column information_schema shows as generated (EXTRA on MySQL, GENERATION_EXPRESSION on MariaDB too). */
+/**
+ * A column information_schema shows as generated: EXTRA `VIRTUAL GENERATED` / `STORED GENERATED`
+ * (MariaDB also `PERSISTENT`), or a generation expression. Not MySQL's `DEFAULT_GENERATED`: that is
+ * a column with an expression default (CURRENT_TIMESTAMP, `(UUID())`), written like any other —
+ * taken for generated, the sink left it out of every row and each node kept its own default.
+ */
 export function isGeneratedColumn(c: { readonly [column: string]: unknown }): boolean {
-  return /GENERATED/i.test(String(c.extra ?? '')) || (c.generation !== null && c.generation !== undefined && c.generation !== '');
+  return /\b(VIRTUAL|STORED|PERSISTENT) GENERATED\b/i.test(String(c.extra ?? '')) || (c.generation !== null && c.generation !== undefined && c.generation !== '');
 }
 
 /**

@@ -125,4 +125,15 @@ describeEachEngine('sink type fidelity', 1, (ctx) => {
       expect(j[0]!.t).toBe('TIME');
     }
   });
+
+  it('columns with an expression default (CURRENT_TIMESTAMP, MySQL DEFAULT_GENERATED) are written like any other: the source’s value, not the target’s default', async () => {
+    await freshDatabase(conn, 'dflt', ['CREATE TABLE {{db}}.t (id INT NOT NULL PRIMARY KEY, created DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), touched TIMESTAMP(6) NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6), _lww_ts BIGINT UNSIGNED NOT NULL)']);
+    const sink = createSink({ target: ctx.servers[0]!.url, failpoints: '' });
+    await sink.write({ sourceId: 'dflt', position: '1', changes: [{ schema: 'dflt', table: 't', op: 'insert', after: { id: 1, created: '2001-01-01 00:00:00.000000', touched: '2001-01-01 00:00:01.000000' }, version: 10n }] });
+    await sink.write({ sourceId: 'dflt', position: '2', changes: [{ schema: 'dflt', table: 't', op: 'update', before: { id: 1 }, after: { id: 1, created: '2002-02-02 00:00:00.000000', touched: '2002-02-02 00:00:01.000000' }, version: 20n }] });
+    await sink.flush();
+    await sink.close();
+    const [rows] = await conn.query<RowDataPacket[]>('SELECT id, CAST(created AS CHAR) AS c, CAST(touched AS CHAR) AS t, CAST(_lww_ts AS CHAR) AS v FROM dflt.t');
+    expect(rows.map((r) => `${r.id}|${r.c}|${r.t}|${r.v}`)).toEqual(['1|2002-02-02 00:00:00.000000|2002-02-02 00:00:01.000000|20']);
+  });
 });
