@@ -26,6 +26,8 @@ export interface KeyPlan {
   deleteVersion?: bigint;
   /** The highest delete is a primary-key change: the key the row moved to (KeyOp.movedTo). */
   movedTo?: SqlValue[];
+  /** Delete operations of the key in this batch (a key change counts once with its trigger's tombstone). */
+  deletes?: number;
 }
 
 export interface TablePlan {
@@ -86,6 +88,7 @@ export function coalesce(ops: Iterable<KeyOp>, order: 'version' | 'arrival' = 'v
         k.deleteVersion = undefined;
       }
     } else if (op.kind === 'delete') {
+      if (k.deleteVersion === undefined || op.version !== k.deleteVersion) k.deletes = (k.deletes ?? 0) + 1;
       if (k.deleteVersion === undefined || op.version > k.deleteVersion) {
         k.deleteVersion = op.version;
         if (op.movedTo) k.movedTo = op.movedTo;

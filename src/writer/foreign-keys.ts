@@ -316,8 +316,12 @@ export async function dropChildOfDeletedParent(io: ForeignKeyIo, meta: TableMeta
   return true;
 }
 
-/** Server errors a key move can meet: the new key is taken (1062, 1586), a foreign key refuses the change (1451, 1217). */
-const MOVE_REFUSED = new Set([1062, 1586, 1451, 1217]);
+/**
+ * Server errors a key move can meet: the new key is taken (1062, 1586), a foreign key refuses the
+ * change (1451, 1217), or the row's own parent is not there yet (1452, 1216: written later in this
+ * batch, whose upserts follow the deletes).
+ */
+const MOVE_REFUSED = new Set([1062, 1586, 1451, 1217, 1452, 1216]);
 
 /**
  * A replicated primary-key change of a row other tables reference ON UPDATE CASCADE or SET NULL. The
@@ -326,9 +330,11 @@ const MOVE_REFUSED = new Set([1062, 1586, 1451, 1217]);
  * a delete of the old key, the children here went with the parent, as this node's own follow-up,
  * on every node (or were nulled). The row is moved here by an UPDATE of its key instead, so this
  * server takes the same ON UPDATE action; the new key's upsert then writes the row's values. Only
- * where that upsert is the move's own (the newest write of the new key in this batch, no delete of
- * it) and no tombstone holds the new key at the move's version (locking read); a taken new key or a
- * foreign key that refuses leaves the key to the delete (as before). Returns the keys moved.
+ * where the batch holds nothing else of the two keys that could make the stored row another one:
+ * the old key has this one delete and no write, the new key no delete and no write older than the
+ * move (later writes of it are fine: the upsert takes the newest), and no tombstone holds the new
+ * key at the move's version (locking read). A taken new key or a foreign key that refuses leaves the
+ * key to the delete (as before). Returns the keys moved.
  */
 export async function moveReferencedRows(io: ForeignKeyIo, meta: TableMeta, keys: readonly KeyPlan[], batch: readonly KeyPlan[], counts: TableCounters): Promise<Set<KeyPlan>> {
   const moved = new Set<KeyPlan>();
@@ -339,8 +345,10 @@ export async function moveReferencedRows(io: ForeignKeyIo, meta: TableMeta, keys
   const tomb = tombShapeOf(meta, io.metaSchema);
   for (const k of candidates) {
     const version = k.deleteVersion!;
+    // Renamed twice, or a row written at the old key in between: the stored row may not be the one that moved.
+    if ((k.deletes ?? 1) > 1 || k.upsert || k.history.length > 0) continue;
     const to = byId.get(keyIdOf(k.movedTo!));
-    if (!to?.upsert || to.upsert.version !== version || to.deleteVersion !== undefined) continue;
+    if (!to?.upsert || to.deleteVersion !== undefined || !to.history.some((h) => h.version === version) || to.history.some((h) => h.version < version)) continue;
     const held = await io.select(name(meta), lockTombstones(tomb, [k.movedTo!]));
     if (held.some((r) => BigInt(String(r[meta.versionColumn])) >= version)) continue;
     try {

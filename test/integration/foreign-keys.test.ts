@@ -667,7 +667,12 @@ function parentKeyRenamed(ctx: EngineContext): void {
         await converged(conns, db, 'c');
         const [before] = await a.query<RowDataPacket[]>(`SELECT id, CAST(_lww_ts AS CHAR) AS v FROM ${db}.c ORDER BY id`);
         const from = await binlogHeads(urls(ctx));
+        // Renamed, then written again at the new key in the same transaction (the move still applies:
+        // the newest write of the new key carries the row's values).
+        await a.query('BEGIN');
         await a.query(`UPDATE ${db}.p SET id = 'Z' WHERE id = 'A'`);
+        await a.query(`UPDATE ${db}.p SET n = 7 WHERE id = 'Z'`);
+        await a.query('COMMIT');
         // Both directions past the rename (a mark each way): a follow-up of B's would have reached A by then.
         await b.query(`INSERT INTO ${db}.p (id, n) VALUES ('mb', 0)`);
         await eventually('B’s mark on A', () => textRows(a, `SELECT id FROM ${db}.p WHERE id = 'mb'`), (r) => r.length === 1, 30_000);
@@ -677,7 +682,7 @@ function parentKeyRenamed(ctx: EngineContext): void {
         await converged(conns, db, 'c');
         const pid = onUpdate === 'CASCADE' ? 'Z' : 'null';
         for (const c of conns) {
-          expect(await textRows(c, `SELECT id, n FROM ${db}.p ORDER BY id`)).toEqual(['B|2', 'ma|0', 'mb|0', 'Z|1']);
+          expect(await textRows(c, `SELECT id, n FROM ${db}.p ORDER BY id`)).toEqual(['B|2', 'ma|0', 'mb|0', 'Z|7']);
           // The server's ON UPDATE action stamps nothing: each child keeps its own version.
           expect(await textRows(c, `SELECT id, COALESCE(pid, 'null'), CAST(_lww_ts AS CHAR) FROM ${db}.c ORDER BY id`)).toEqual([
             `10|${pid}|${before[0]!.v}`,
