@@ -83,6 +83,10 @@ describeEachEngine('operating lww-sink', 2, (ctx) => {
     expect(r.code).toBe(0);
     expect(r.stdout).toContain(`ALTER TABLE \`${DB}\`.\`fresh\` ADD COLUMN \`_lww_ts\` BIGINT UNSIGNED NOT NULL DEFAULT 0 INVISIBLE;;`);
     expect(r.stdout).toMatch(/CREATE TRIGGER[^\n]*`lww_bi__fresh`/);
+    // The apply secret rendered into the triggers is not printed.
+    const [[secret]] = await conns[0]!.query<RowDataPacket[]>('SELECT secret FROM lww_meta.apply_secret');
+    expect(r.stdout).not.toContain(String(secret!.secret));
+    expect(r.stdout).toContain("_binary'(the apply secret, not shown)'");
     expect(r.stdout).toMatch(/CREATE TABLE IF NOT EXISTS `lww_meta`\.`tomb__ops__fresh`/);
     const columns = await rows(conns[0]!, 'SELECT COLUMN_NAME AS c FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?', [DB, 'fresh']);
     expect(columns.map((c) => c.c)).toEqual(['id', 'v']);
