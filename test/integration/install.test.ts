@@ -6,6 +6,7 @@ import { connect } from '../../src/db/connection.ts';
 import { InstallRefusedError, NodeIdConflictError, UnsupportedTableError } from '../../src/errors.ts';
 import { checkAutoIncrementCollisions } from '../../src/install/auto-increment.ts';
 import { createSink } from '../../src/index.ts';
+import { formatPlan, type PlannedStatement, recordingConnection } from '../../src/install/dry-run.ts';
 import { install, uninstall } from '../../src/install/install.ts';
 import { tombstoneTableName } from '../../src/model/names.ts';
 import { makeVersion, nextVersion, nodeIdOf, physicalMicrosOf } from '../../src/model/version.ts';
@@ -125,6 +126,16 @@ describeEachEngine('install and uninstall', 1, (ctx) => {
     }
     expect(await rows(conn, 'SELECT * FROM app.bitpk')).toHaveLength(0);
     await conn.query('DROP TABLE app.bitpk');
+  });
+
+  it('a dry run on a node never installed (no metadata schema, no secret yet) plans the triggers and changes nothing', async () => {
+    const planned: PlannedStatement[] = [];
+    await install({ connection: recordingConnection(conn, planned), nodeId: NODE, metaSchema: 'lww_dry', tables: ['app.versioned'] });
+    const text = formatPlan(conn, planned);
+    expect(text).toMatch(/CREATE TABLE IF NOT EXISTS `lww_dry`\.`apply_secret`/);
+    expect(text).toMatch(/CREATE TRIGGER[^\n]*`lww_bi__versioned`/);
+    expect(text).toContain("_binary'(the apply secret, not shown)'");
+    expect(await rows(conn, "SELECT 1 FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = 'lww_dry'")).toHaveLength(0);
   });
 
   it('adds the version column and backfills existing rows with a version of this node', async () => {
