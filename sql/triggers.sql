@@ -15,9 +15,10 @@
 -- SYSDATE(6) does not. A clock moved back is allowed (it only makes the session's writes older,
 -- like a slow clock; the hlc still goes above everything the write has seen).
 -- Refused too, as writes the other nodes could never match: any local write of a session with
--- sql_log_bin=0 (it never reaches the binlog capture reads), and a delete of a row that installed
--- tables reference ON DELETE CASCADE or SET NULL with foreign_key_checks=0 (this server then leaves
--- the children alone; the replicated delete would take them on the other nodes).
+-- sql_log_bin=0 (it never reaches the binlog capture reads), and a delete of a row that still has
+-- children in installed tables referencing it ON DELETE CASCADE or SET NULL, with
+-- foreign_key_checks=0 (this server then leaves the children alone; the replicated delete would
+-- take them on the other nodes). That check is part of {{cascade_tombstones}}, per foreign key.
 --
 -- Every read that decides a version is a locking read (FOR UPDATE): {{lock_tombstone_of_new}} /
 -- {{lock_tombstone_of_old}} raise lww_prev to the tombstone of NEW's / OLD's key, one fragment
@@ -224,9 +225,6 @@ BEGIN
     SET lww_prev = OLD.{{version}};
     {{lock_tombstone_of_old}}
     SET lww_v = (GREATEST({{now_us}}, (lww_prev >> 10) + 1) << 10) | {{node_id}};
-    IF @@SESSION.foreign_key_checks = 0 THEN
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lww: foreign_key_checks=0 while deleting a row referenced ON DELETE CASCADE or SET NULL: other nodes would act on its children';
-    END IF;
 {{cascade_tombstones}}
   END IF;
 END

@@ -161,7 +161,7 @@ export function triggerDefinitions(target: TriggerTarget): TriggerDefinition[] {
     ...claimFragments(target),
     ...kept.fragments,
     cascade_tombstones: cascades
-      .map((c, i) => kept.unlessKept(i, c.onDelete === 'SET NULL' ? setNullChildren(c) : cascadeTombstones(c, target.metaSchema, shared.now_us, shared.node_id)))
+      .map((c, i) => kept.unlessKept(i, `${refusedWithoutChecks(c)}\n${c.onDelete === 'SET NULL' ? setNullChildren(c) : cascadeTombstones(c, target.metaSchema, shared.now_us, shared.node_id)}`))
       .join('\n'),
   };
   return kinds.map((k, i) => {
@@ -272,6 +272,21 @@ function keptReferences(target: TriggerTarget): { fragments: Record<string, stri
     unlessKept: (i, action) =>
       `    IF ${note(i)} <=> ${values('OLD', cascades[i]!)} THEN\n      SET ${left(i)} = EXISTS (${children(cascades[i]!)});\n    ELSE\n      SET ${left(i)} = NULL;\n${action.replace(/^/gm, '  ')}\n    END IF;`,
   };
+}
+
+/**
+ * With foreign_key_checks=0 the server takes no ON DELETE action: the children of the deleted row
+ * stay here, while the replicated delete would take them on the other nodes. Such a delete is
+ * refused while the row has children (a parent without any is deleted as usual).
+ */
+function refusedWithoutChecks(c: CascadeChild): string {
+  const child = quoteTable(c.schema, c.table);
+  const ofParent = c.columns.map((p) => `${child}.${quoteIdent(p.child)} = OLD.${quoteIdent(p.parent)}`).join(' AND ');
+  return (
+    `    IF @@SESSION.foreign_key_checks = 0 AND EXISTS (SELECT 1 FROM ${child} WHERE ${ofParent}) THEN\n` +
+    "      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lww: foreign_key_checks=0 while deleting a row referenced ON DELETE CASCADE or SET NULL: other nodes would act on its children';\n" +
+    '    END IF;'
+  );
 }
 
 /** The UPDATE + INSERT that raise or write the tombstones of one foreign key's cascaded child rows. */

@@ -101,7 +101,9 @@ describe('trigger text', () => {
     for (const body of [ai, bu]) expect(body).toContain(`SET ${name} = NULL;`);
     expect(bd!.split(`IF ${name} <=> ${note('OLD')} THEN`).length).toBe(3);
     const kept = name.replace('@lww_ref_', '@lww_kept_').slice(0, -1);
-    expect(bd).toContain(`    ELSE\n      SET ${kept}1 = NULL;\n      UPDATE \`shop\`.\`notes\` SET \`item_id\` = NULL WHERE \`shop\`.\`notes\`.\`item_id\` = OLD.\`id\`;\n    END IF;`);
+    const notes = '`shop`.`notes` WHERE `shop`.`notes`.`item_id` = OLD.`id`';
+    expect(bd).toContain(`    ELSE\n      SET ${kept}1 = NULL;\n      IF @@SESSION.foreign_key_checks = 0 AND EXISTS (SELECT 1 FROM ${notes}) THEN\n        SIGNAL SQLSTATE '45000'`);
+    expect(bd).toContain(`      END IF;\n      UPDATE \`shop\`.\`notes\` SET \`item_id\` = NULL WHERE \`shop\`.\`notes\`.\`item_id\` = OLD.\`id\`;\n    END IF;`);
     // The AFTER DELETE trigger checks that the server kept what the delete left.
     expect(ad).toContain(`IF NOT EXISTS (SELECT 1 FROM \`shop\`.\`lines\` WHERE \`shop\`.\`lines\`.\`item_id\` = OLD.\`id\`) THEN\n        SET ${name} = NULL;\n        SIGNAL SQLSTATE '40001'`);
   });
