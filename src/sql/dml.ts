@@ -153,7 +153,6 @@ function rowsOf(width: number, rows: readonly (readonly SqlValue[])[]): BoundVal
   return values;
 }
 
-// What each typed JSON scalar is cast to; DECIMAL takes the stored precision and scale.
 /**
  * A bound TIME value: the parameter is made a string first. MySQL 9.7 reads a string parameter of a
  * prepared `CAST(? AS TIME)` as a date when it can ('10:05:20' became 00:00:00, '12:00:00.001'
@@ -164,6 +163,7 @@ function timeCast(precision: string | undefined): string {
   return `CAST(CAST(? AS CHAR) AS TIME${precision ? `(${precision})` : ''})`;
 }
 
+// What each typed JSON scalar is cast to; DECIMAL takes the stored precision and scale.
 const JSON_SCALARS: Record<JsonScalarType, string> = {
   decimal: 'CAST(? AS DECIMAL)',
   date: 'CAST(? AS DATE)',

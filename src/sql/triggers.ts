@@ -252,10 +252,7 @@ function keptReferences(target: TriggerTarget): { fragments: Record<string, stri
   const left = (i: number) => `@lww_kept_${id}_${i}`;
   const values = (row: 'NEW' | 'OLD', c: CascadeChild) =>
     `CONCAT_WS(',', CAST(NOW(6) AS CHAR), ${c.columns.map((p) => `COALESCE(HEX(CAST(${row}.${quoteIdent(p.parent)} AS BINARY)), '-')`).join(', ')})`;
-  const children = (c: CascadeChild) => {
-    const child = quoteTable(c.schema, c.table);
-    return `SELECT 1 FROM ${child} WHERE ${c.columns.map((p) => `${child}.${quoteIdent(p.child)} = OLD.${quoteIdent(p.parent)}`).join(' AND ')}`;
-  };
+  const children = (c: CascadeChild) => `SELECT 1 FROM ${quoteTable(c.schema, c.table)} WHERE ${referencesOld(c)}`;
   return {
     fragments: {
       remember_references: firsts.map((i) => `\n    SET ${note(i)} = ${values('NEW', cascades[i]!)};`).join(''),
@@ -274,16 +271,20 @@ function keptReferences(target: TriggerTarget): { fragments: Record<string, stri
   };
 }
 
+/** The child rows of one foreign key that reference the deleted row (OLD), as a WHERE condition. */
+function referencesOld(c: CascadeChild): string {
+  const child = quoteTable(c.schema, c.table);
+  return c.columns.map((p) => `${child}.${quoteIdent(p.child)} = OLD.${quoteIdent(p.parent)}`).join(' AND ');
+}
+
 /**
  * With foreign_key_checks=0 the server takes no ON DELETE action: the children of the deleted row
  * stay here, while the replicated delete would take them on the other nodes. Such a delete is
  * refused while the row has children (a parent without any is deleted as usual).
  */
 function refusedWithoutChecks(c: CascadeChild): string {
-  const child = quoteTable(c.schema, c.table);
-  const ofParent = c.columns.map((p) => `${child}.${quoteIdent(p.child)} = OLD.${quoteIdent(p.parent)}`).join(' AND ');
   return (
-    `    IF @@SESSION.foreign_key_checks = 0 AND EXISTS (SELECT 1 FROM ${child} WHERE ${ofParent}) THEN\n` +
+    `    IF @@SESSION.foreign_key_checks = 0 AND EXISTS (SELECT 1 FROM ${quoteTable(c.schema, c.table)} WHERE ${referencesOld(c)}) THEN\n` +
     "      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lww: foreign_key_checks=0 while deleting a row referenced ON DELETE CASCADE or SET NULL: other nodes would act on its children';\n" +
     '    END IF;'
   );
@@ -295,7 +296,7 @@ function cascadeTombstones(c: CascadeChild, metaSchema: string, nowUs: string, n
   const tomb = quoteTable(metaSchema, c.tombstoneTable);
   const v = quoteIdent(c.versionColumn);
   const keyMatch = c.primaryKey.map((k) => `${tomb}.${quoteIdent(k)} = ${child}.${quoteIdent(k)}`).join(' AND ');
-  const ofParent = c.columns.map((p) => `${child}.${quoteIdent(p.child)} = OLD.${quoteIdent(p.parent)}`).join(' AND ');
+  const ofParent = referencesOld(c);
   const hlc = (prev: string) => `((GREATEST(${nowUs}, (${prev} >> 10) + 1) << 10) | ${nodeId})`;
   return (
     `    UPDATE ${tomb} JOIN ${child} ON ${keyMatch} SET ${c.primaryKey.map((k) => `${tomb}.${quoteIdent(k)} = ${child}.${quoteIdent(k)}, `).join('')}${tomb}.${v} = GREATEST(${tomb}.${v}, lww_v, ${hlc(`GREATEST(${child}.${v}, ${tomb}.${v})`)}) WHERE ${ofParent};\n` +
@@ -311,9 +312,7 @@ function cascadeTombstones(c: CascadeChild, metaSchema: string, nowUs: string, n
  * foreign key's own action then finds nothing left to change.
  */
 function setNullChildren(c: CascadeChild): string {
-  const child = quoteTable(c.schema, c.table);
-  const ofParent = c.columns.map((p) => `${child}.${quoteIdent(p.child)} = OLD.${quoteIdent(p.parent)}`).join(' AND ');
-  return `    UPDATE ${child} SET ${c.columns.map((p) => `${quoteIdent(p.child)} = NULL`).join(', ')} WHERE ${ofParent};`;
+  return `    UPDATE ${quoteTable(c.schema, c.table)} SET ${c.columns.map((p) => `${quoteIdent(p.child)} = NULL`).join(', ')} WHERE ${referencesOld(c)};`;
 }
 
 /** DROP TRIGGER IF EXISTS for one of a table's triggers. */

@@ -803,7 +803,7 @@ async function applyDeletesLww(ctx: ApplyContext, plan: TablePlan, counts: Table
   for (const part of chunks(deletes, Math.min(MAX_ROWS_PER_STATEMENT, Math.floor(MAX_PARAMS / width)))) {
     const rows = part.map((k) => [...k.key, k.deleteVersion!.toString()]);
     await run(ctx, s.name, upsertTombstones(s.tomb, rows, ctx.dialect));
-    const moved = await moveReferencedRows(foreignKeyIo(ctx), meta, part, keys, counts);
+    const moved = await moveReferencedRows(foreignKeyIo(ctx), meta, part, plan.keys, counts);
     const doomed = await rowsToDelete(foreignKeyIo(ctx), meta, moved.size === 0 ? part : part.filter((k) => !moved.has(k)), keys, sourceId, counts);
     if (doomed.length > 0) counts.deleted += (await run(ctx, s.name, guardedDelete(s.table, doomed))).affectedRows;
     counts.tombstoned += part.length;

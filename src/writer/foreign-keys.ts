@@ -334,13 +334,13 @@ const MOVE_REFUSED = new Set([1062, 1586, 1451, 1217, 1452, 1216]);
  * the old key has this one delete and no write, the new key no delete and no write older than the
  * move (later writes of it are fine: the upsert takes the newest), and no tombstone holds the new
  * key at the move's version (locking read). A taken new key or a foreign key that refuses leaves the
- * key to the delete (as before). Returns the keys moved.
+ * key to the delete (as before). `byId`: the table's keys in this batch by key text (TablePlan.keys).
+ * Returns the keys moved.
  */
-export async function moveReferencedRows(io: ForeignKeyIo, meta: TableMeta, keys: readonly KeyPlan[], batch: readonly KeyPlan[], counts: TableCounters): Promise<Set<KeyPlan>> {
+export async function moveReferencedRows(io: ForeignKeyIo, meta: TableMeta, keys: readonly KeyPlan[], byId: ReadonlyMap<string, KeyPlan>, counts: TableCounters): Promise<Set<KeyPlan>> {
   const moved = new Set<KeyPlan>();
   const candidates = keys.filter((k) => k.movedTo !== undefined);
   if (candidates.length === 0 || !(await parentForeignKeys(io, meta)).updateActs) return moved;
-  const byId = new Map(batch.map((k) => [keyIdOf(k.key), k]));
   const shape = shapeOf(meta);
   const tomb = tombShapeOf(meta, io.metaSchema);
   for (const k of candidates) {
@@ -529,4 +529,3 @@ export async function applyForeignKeyFollowUps(io: ForeignKeyIo, nodeId: number,
   }
   return changed;
 }
-
