@@ -1,5 +1,6 @@
 // Converts row-image values to what the server stores exactly, per column type, and rejects values
 // that cannot be stored faithfully. Runs at validation time, before anything is written.
+import { BigNumber } from 'bignumber.js';
 import { TypedJson } from '../model/json.ts';
 import type { ColumnMeta } from '../model/table.ts';
 import type { SqlValue } from '../sql/dml.ts';
@@ -103,10 +104,14 @@ interface ColumnFacts {
   chars?: number;
   /** Byte limit of a length-prefixed text or blob type, or of BINARY/VARBINARY. */
   bytes?: number;
-  /** utf8mb3 column: no 4-byte characters. */
-  threeByte: boolean;
-  /** ENUM members, lower case. */
+  /** Characters the column's character set holds, where known (others are left to the server). */
+  repertoire?: 'utf8mb3' | 'latin1' | 'ascii';
+  /** ENUM and SET members, as the collation compares them (lower case unless case-sensitive). */
   members?: string[];
+  /** ENUM/SET: the collation tells letter case apart (_bin, _cs): 'A' is not member 'a'. */
+  caseSensitive: boolean;
+  /** TIME, DATETIME, TIMESTAMP: fractional-second digits the column keeps. */
+  fsp: number;
 }
 
 const facts = new WeakMap<ColumnMeta, ColumnFacts>();
@@ -137,7 +142,9 @@ function factsOf(col: ColumnMeta): ColumnFacts {
     unsigned,
     precision: m ? Number(m[1]) : 10,
     scale: m?.[2] ? Number(m[2]) : 0,
-    threeByte: col.charset === 'utf8mb3' || col.charset === 'utf8',
+    repertoire: col.charset === 'utf8mb3' || col.charset === 'utf8' ? 'utf8mb3' : col.charset === 'latin1' || col.charset === 'ascii' ? col.charset : undefined,
+    caseSensitive: /_bin$|_cs$/.test(col.collation ?? ''),
+    fsp: TEMPORAL_TYPES.has(t) && m ? Number(m[1]) : 0,
   };
   const r = INT_RANGES[t];
   if (r) {
@@ -146,10 +153,16 @@ function factsOf(col: ColumnMeta): ColumnFacts {
   }
   if (t === 'varchar' || t === 'char') f.chars = declaredLength(col.columnType);
   f.bytes = t === 'binary' || t === 'varbinary' ? declaredLength(col.columnType) : BYTE_LIMITS[t];
-  if (t === 'enum') f.members = [...col.columnType.matchAll(/'((?:[^']|'')*)'/g)].map((e) => e[1]!.replaceAll("''", "'").toLowerCase());
+  if (t === 'enum' || t === 'set') {
+    // The server drops a member's trailing spaces at CREATE TABLE; COLUMN_TYPE shows them dropped.
+    f.members = [...col.columnType.matchAll(/'((?:[^']|'')*)'/g)].map((e) => memberForm(f!, e[1]!.replaceAll("''", "'")));
+  }
   facts.set(col, f);
   return f;
 }
+
+/** A number in decimal notation, with the spaces around it the server skips. */
+const FLOAT_TEXT = /^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$/;
 
 /** Decimal text of at most 15 digits: exact as a number. */
 const SHORT_INTEGER = /^-?\d{1,15}$/;
@@ -168,11 +181,14 @@ function checkInteger(col: ColumnMeta, f: ColumnFacts, text: string, n?: number)
 
 function checkDecimal(col: ColumnMeta, f: ColumnFacts, text: string): string {
   const { precision, scale } = f;
-  // Digits before the point must fit; extra fraction digits are rounded by the server.
-  const plain = /[eE]/.test(text) ? Number(text).toFixed(scale) : text;
-  const intDigits = plain.replace(/^[-+]/, '').split('.')[0]!.replace(/^0+/, '').length;
-  if (intDigits > precision - scale) throw new ValueError(`${text} is out of range for ${col.columnType}`);
-  if (f.unsigned && /^-/.test(plain) && Number(plain) !== 0) throw new ValueError(`${text} is negative in an unsigned column`);
+  // The server rounds extra fraction digits half away from zero, then checks the digits before the
+  // point: 9.995 does not fit DECIMAL(3,2) (it becomes 10.00), and -0.001 is negative.
+  const n = new BigNumber(text);
+  const rounded = n.decimalPlaces(scale, BigNumber.ROUND_HALF_UP);
+  if (rounded.abs().integerValue(BigNumber.ROUND_DOWN).toFixed().replace(/^0$/, '').length > precision - scale) {
+    throw new ValueError(`${text} is out of range for ${col.columnType}`);
+  }
+  if (f.unsigned && n.isNegative() && !n.isZero()) throw new ValueError(`${text} is negative in an unsigned column`);
   return text;
 }
 
@@ -182,31 +198,75 @@ function checkFloat(col: ColumnMeta, f: ColumnFacts, n: number): void {
   if (f.unsigned && n < 0) throw new ValueError(`${n} is negative in an unsigned column`);
 }
 
+/** Trailing spaces are not part of an ENUM/SET member (the server drops them); case as the collation compares. */
+function memberForm(f: ColumnFacts, text: string): string {
+  const trimmed = text.replace(/ +$/, '');
+  return f.caseSensitive ? trimmed : trimmed.toLowerCase();
+}
+
+/** A UTF-16 text with a lone surrogate: UTF-8 has no form for it, and the driver sends U+FFFD instead. */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+function checkWellFormed(text: string): void {
+  if (LONE_SURROGATE.test(text)) throw new ValueError('holds a lone UTF-16 surrogate, which no character set can store (it would arrive as U+FFFD)');
+}
+
+/** Characters of MySQL's latin1 (Windows-1252, with its five unassigned bytes kept as U+0081, U+008D, U+008F, U+0090, U+009D). */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: the class lists what the character set holds, controls included
+const NOT_LATIN1 = /[^\u0000-\u007F\u0081\u008D\u008F\u0090\u009D\u00A0-\u00FF\u0152\u0153\u0160\u0161\u0178\u017D\u017E\u0192\u02C6\u02DC\u2013\u2014\u2018-\u201A\u201C-\u201E\u2020-\u2022\u2026\u2030\u2039\u203A\u20AC\u2122]/u;
+// biome-ignore lint/suspicious/noControlCharactersInRegex: as above
+const NOT_ASCII = /[^\u0000-\u007F]/;
+const FOUR_BYTE = /[\u{10000}-\u{10FFFF}]/u;
+
+function checkRepertoire(col: ColumnMeta, f: ColumnFacts, text: string): void {
+  const outside = f.repertoire === 'utf8mb3' ? FOUR_BYTE : f.repertoire === 'latin1' ? NOT_LATIN1 : f.repertoire === 'ascii' ? NOT_ASCII : undefined;
+  const m = outside?.exec(text);
+  if (m) {
+    const cp = m[0].codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0');
+    throw new ValueError(`character U+${cp} does not exist in the ${col.charset} column's character set`);
+  }
+}
+
 function checkText(col: ColumnMeta, f: ColumnFacts, text: string): string {
+  checkWellFormed(text);
   const chars = f.chars;
+  // CHAR drops trailing spaces when read, so 'abc  ' in CHAR(3) is stored and read as 'abc'.
+  const counted = col.dataType === 'char' && text.endsWith(' ') ? text.replace(/ +$/, '') : text;
   // A text never has more characters than UTF-16 units, nor more UTF-8 bytes than 3 per unit.
-  if (chars !== undefined && text.length > chars) {
+  if (chars !== undefined && counted.length > chars) {
     let n = 0;
-    for (const _ of text) n++;
+    for (const _ of counted) n++;
     if (n > chars) throw new ValueError(`${n} characters do not fit ${col.columnType}`);
   }
   const bytes = f.bytes;
   if (bytes !== undefined && text.length * 3 > bytes && Buffer.byteLength(text, 'utf8') > bytes) {
     throw new ValueError(`${Buffer.byteLength(text, 'utf8')} bytes do not fit ${col.dataType.toUpperCase()}`);
   }
-  if (f.threeByte && /[\u{10000}-\u{10FFFF}]/u.test(text)) {
-    throw new ValueError(`a 4-byte character does not fit the ${col.charset} column`);
+  checkRepertoire(col, f, text);
+  if (col.dataType === 'enum') checkEnum(col, f, text);
+  else if (col.dataType === 'set') checkSet(col, f, text);
+  return text;
+}
+
+function checkEnum(col: ColumnMeta, f: ColumnFacts, text: string): void {
+  const members = f.members!;
+  // A number names a member by position, as the server reads it (0 is the invalid-value index: refused).
+  const index = /^\d+$/.test(text) ? Number(text) : 0;
+  if (!members.includes(memberForm(f, text)) && !(index >= 1 && index <= members.length)) {
+    throw new ValueError(`${JSON.stringify(text)} is not one of ${col.columnType}${f.caseSensitive ? ` (${col.collation} tells letter case apart)` : ''}`);
   }
-  if (f.members) {
-    const allowed = f.members;
-    // A number names a member by position, as the server reads it.
-    const index = /^\d+$/.test(text) ? Number(text) : 0;
-    const lower = text.toLowerCase();
-    if (!allowed.includes(lower) && !(index >= 1 && index <= allowed.length)) {
-      throw new ValueError(`${JSON.stringify(text)} is not one of ${col.columnType}`);
+}
+
+function checkSet(col: ColumnMeta, f: ColumnFacts, text: string): void {
+  const members = f.members!;
+  if (text === '' || members.includes(memberForm(f, text))) return;
+  // Digits that name no member are a bit mask of members, as the server reads them.
+  if (/^\d+$/.test(text) && BigInt(text) < 1n << BigInt(members.length)) return;
+  for (const part of text.split(',')) {
+    if (part === '' || !members.includes(memberForm(f, part))) {
+      throw new ValueError(`${JSON.stringify(part)} in ${JSON.stringify(text)} is not a member of ${col.columnType}${f.caseSensitive ? ` (${col.collation} tells letter case apart)` : ''}`);
     }
   }
-  return text;
 }
 
 function checkBytes(col: ColumnMeta, f: ColumnFacts, buf: Buffer): Buffer {
@@ -226,6 +286,7 @@ function stringifyJson(value: unknown, seen: Set<object>): string | undefined {
   }
   if (value === null || typeof value !== 'object') {
     if (typeof value === 'number' && !Number.isFinite(value)) throw new ValueError(`${value} is not a JSON number`);
+    if (typeof value === 'string') checkWellFormed(value);
     return JSON.stringify(value);
   }
   if (seen.has(value)) throw new ValueError('cannot be serialized as JSON (it contains itself)');
@@ -236,6 +297,7 @@ function stringifyJson(value: unknown, seen: Set<object>): string | undefined {
   } else {
     const members: string[] = [];
     for (const [k, v] of Object.entries(value)) {
+      checkWellFormed(k);
       const t = stringifyJson(v, seen);
       if (t !== undefined) members.push(`${JSON.stringify(k)}:${t}`);
     }
@@ -245,13 +307,54 @@ function stringifyJson(value: unknown, seen: Set<object>): string | undefined {
   return text;
 }
 
-function checkJsonText(text: string): string {
+/**
+ * What each server's JSON parser takes: MySQL's JSON type nests up to 100 levels and holds numbers
+ * as doubles; MariaDB's JSON is a LONGTEXT checked by JSON_VALID, which refuses 32 levels and more
+ * and keeps a number's text as given.
+ */
+interface JsonLimits {
+  depth: number;
+  doubles: boolean;
+}
+const MYSQL_JSON: JsonLimits = { depth: 100, doubles: true };
+const MARIADB_JSON: JsonLimits = { depth: 31, doubles: false };
+
+/** What JSON.parse takes and the server does not: lone surrogates (also as escapes), depth, numbers past a double. */
+function checkJsonDocument(value: unknown, limits: JsonLimits, depth: number): void {
+  // Arrays and objects count as levels; a scalar inside the deepest one does not.
+  if (depth > limits.depth && value !== null && typeof value === 'object') throw new ValueError(`nests deeper than ${limits.depth} levels, which the server refuses`);
+  if (typeof value === 'string') checkWellFormed(value);
+  else if (typeof value === 'number') {
+    if (limits.doubles && !Number.isFinite(value)) throw new ValueError('holds a number beyond the range of a double');
+  } else if (Array.isArray(value)) {
+    for (const v of value) checkJsonDocument(v, limits, depth + 1);
+  } else if (value !== null && typeof value === 'object') {
+    for (const [k, v] of Object.entries(value)) {
+      checkWellFormed(k);
+      checkJsonDocument(v, limits, depth + 1);
+    }
+  }
+}
+
+const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true });
+
+function checkJsonText(col: ColumnMeta, text: string): string {
+  let doc: unknown;
   try {
-    JSON.parse(text);
+    doc = JSON.parse(text);
   } catch {
     throw new ValueError('is not valid JSON text');
   }
+  checkJsonDocument(doc, col.dataType === 'json' ? MYSQL_JSON : MARIADB_JSON, 1);
   return text;
+}
+
+function jsonTextOfBytes(bytes: Uint8Array): string {
+  try {
+    return STRICT_UTF8.decode(bytes);
+  } catch {
+    throw new ValueError('is not valid UTF-8, so it is not JSON text');
+  }
 }
 
 const JSON_SCALAR_TEXT: Record<string, RegExp> = {
@@ -269,7 +372,7 @@ const JSON_SCALAR_TEXT: Record<string, RegExp> = {
  */
 function jsonValue(col: ColumnMeta, value: unknown): SqlValue {
   if (value instanceof TypedJson) {
-    checkJsonText(value.text);
+    checkJsonText(col, value.text);
     for (const s of value.scalars) {
       const pattern = JSON_SCALAR_TEXT[s.type];
       if (!pattern || typeof s.path !== 'string' || !s.path.startsWith('$') || typeof s.value !== 'string' || !pattern.test(s.value)) {
@@ -278,10 +381,11 @@ function jsonValue(col: ColumnMeta, value: unknown): SqlValue {
     }
     return col.dataType === 'json' && value.scalars.length > 0 ? value : value.text;
   }
-  if (typeof value === 'string' || isBytes(value)) return checkJsonText(typeof value === 'string' ? value : Buffer.from(value).toString('utf8'));
+  if (typeof value === 'string' || isBytes(value)) return checkJsonText(col, typeof value === 'string' ? value : jsonTextOfBytes(value));
   const text = stringifyJson(value, new Set());
   if (text === undefined) throw new ValueError(`cannot store ${describe(value)} as JSON`);
-  return text;
+  // Depth and numbers as the server would see the text.
+  return checkJsonText(col, text);
 }
 
 /** The value of `n` ASCII digits at `from`, or -1 when one is not a digit (or the text ends). */
@@ -304,9 +408,48 @@ function daysInMonth(year: number, month: number): number {
   return (y % 4 === 0 && y % 100 !== 0) || y % 400 === 0 ? 29 : 28;
 }
 
-function checkTemporal(col: ColumnMeta, text: string): string {
+/**
+ * Fractional-second digits past what the column keeps must be zeros: MySQL rounds them and MariaDB
+ * truncates them, so the stored value would be neither what was given nor the same on both engines.
+ */
+function checkFraction(col: ColumnMeta, f: ColumnFacts, text: string, point: number): void {
+  if (point < 0) return;
+  for (let i = point + 1 + f.fsp; i < text.length; i++) {
+    if (text.charCodeAt(i) !== 48) {
+      throw new ValueError(`${text} has more fractional-second digits than ${col.columnType.toUpperCase()} keeps (MySQL would round them, MariaDB truncate them)`);
+    }
+  }
+}
+
+const TIME_TEXT = /^-?(\d{1,3}):(\d{2}):(\d{2})(\.\d{1,6})?$/;
+
+function checkTime(col: ColumnMeta, f: ColumnFacts, text: string): string {
+  const m = TIME_TEXT.exec(text);
+  if (!m) throw new ValueError(`${JSON.stringify(text)} is not a TIME ([-]hhh:mm:ss[.ffffff])`);
+  const h = Number(m[1]);
+  if (Number(m[2]) > 59 || Number(m[3]) > 59) throw new ValueError(`${text} is not a valid TIME (minutes and seconds go to 59)`);
+  // 838:59:59 is the end, with no fraction past it.
+  if (h > 838 || (h === 838 && m[2] === '59' && m[3] === '59' && /[1-9]/.test(m[4] ?? ''))) {
+    throw new ValueError(`${text} is outside the TIME range (-838:59:59 .. 838:59:59)`);
+  }
+  checkFraction(col, f, text, text.indexOf('.'));
+  return text;
+}
+
+/** YEAR keeps 1901..2155 and 0000; the server turns one- and two-digit years into 19xx/20xx. */
+function checkYear(value: number | string): number | string {
+  const ok =
+    typeof value === 'number' ? Number.isInteger(value) && (value === 0 || (value >= 1901 && value <= 2155)) : /^\d{4}$/.test(value) && (value === '0000' || (value >= '1901' && value <= '2155'));
+  if (!ok) {
+    throw new ValueError(`${JSON.stringify(value)} is not a YEAR the column stores as given (1901..2155, or 0 / '0000'; the server turns 1 to 99 into 19xx or 20xx)`);
+  }
+  return value;
+}
+
+function checkTemporal(col: ColumnMeta, f: ColumnFacts, text: string): string {
   const t = col.dataType;
-  if (t !== 'date' && t !== 'datetime' && t !== 'timestamp') return text;
+  if (t === 'time') return checkTime(col, f, text);
+  if (t === 'year') return checkYear(text) as string;
   // YYYY-MM-DD[( |T)hh:mm:ss[.f{1,6}]] read by position: no match array nor substrings per value.
   const len = text.length;
   let ok = (len === 10 || len === 19 || (len >= 21 && len <= 26)) && text.charCodeAt(4) === 45 && text.charCodeAt(7) === 45;
@@ -336,6 +479,7 @@ function checkTemporal(col: ColumnMeta, text: string): string {
   if (t === 'timestamp' && !zero && (spaced < '1970-01-01 00:00:01' || spaced > '2038-01-19 03:14:07.999999')) {
     throw new ValueError(`${text} is outside the TIMESTAMP range (1970-01-01 00:00:01 .. 2038-01-19 03:14:07.999999 UTC)`);
   }
+  if (len > 19) checkFraction(col, f, text, 19);
   return text;
 }
 
@@ -369,7 +513,8 @@ export function toSqlValue(col: ColumnMeta, value: unknown): SqlValue {
         checkFloat(col, f, value);
         return value;
       }
-      if (typeof value === 'string' && value.trim() !== '' && !Number.isNaN(Number(value))) {
+      // Decimal notation only: JS also reads '0x10', '0b1' and 'Infinity', which the server refuses.
+      if (typeof value === 'string' && FLOAT_TEXT.test(value)) {
         checkFloat(col, f, Number(value));
         return value;
       }
@@ -379,13 +524,16 @@ export function toSqlValue(col: ColumnMeta, value: unknown): SqlValue {
     case 'json':
       return jsonValue(col, value);
     case 'temporal':
-      if (value instanceof Date) return formatDate(value, t);
-      if (typeof value === 'string') return checkTemporal(col, value);
-      if (typeof value === 'number' && t === 'year') return value;
+      if (value instanceof Date) return checkTemporal(col, f, formatDate(value, t));
+      if (typeof value === 'string') return checkTemporal(col, f, value);
+      if (typeof value === 'number' && t === 'year') return checkYear(value);
       throw new ValueError(`cannot store ${describe(value)} in a ${t.toUpperCase()} column`);
     case 'binary':
       if (isBytes(value)) return checkBytes(col, f, Buffer.from(value));
-      if (typeof value === 'string') return checkBytes(col, f, Buffer.from(value, 'utf8'));
+      if (typeof value === 'string') {
+        checkWellFormed(value);
+        return checkBytes(col, f, Buffer.from(value, 'utf8'));
+      }
       throw new ValueError(`cannot store ${describe(value)} in a binary column`);
   }
   if (t === 'set' && Array.isArray(value)) return checkText(col, f, value.map(String).join(','));

@@ -1,7 +1,7 @@
 import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { connect } from '../../src/db/connection.ts';
-import { createSink, type Row } from '../../src/index.ts';
+import { createSink, InvalidChangeError, type Row } from '../../src/index.ts';
 import { TypedJson } from '../../src/model/json.ts';
 import { typedJsonExpr } from '../../src/sql/dml.ts';
 import { quoteIdent, quoteTable } from '../../src/sql/quote.ts';
@@ -124,6 +124,77 @@ describeEachEngine('sink type fidelity', 1, (ctx) => {
       expect(j[0]!.j).toBe('{"opens": "10:05:20.000000", "closes": "23:00:00.000000"}');
       expect(j[0]!.t).toBe('TIME');
     }
+  });
+
+  it('every value the sink accepts is stored by the server as the test expects, and every value the server would refuse or silently change is refused by the sink before anything is written', async () => {
+    // With applyWorkers > 1, a value the server refuses leaves the other workers' parts committed:
+    // the sink's own checks must refuse it first. Each accepted value is one transaction; each
+    // refused one stops a sink of its own.
+    await freshDatabase(conn, 'vals', [
+      `CREATE TABLE {{db}}.t (id INT PRIMARY KEY, tm TIME NULL, tm6 TIME(6) NULL, dtm DATETIME NULL, dtm2 DATETIME(2) NULL, ts TIMESTAMP NULL, y YEAR NULL,
+        st SET('a','b','c') NULL, stb SET('a','b','c') COLLATE utf8mb4_bin NULL, en ENUM('x','Y') NULL, enb ENUM('x','Y') COLLATE utf8mb4_bin NULL,
+        d32 DECIMAL(3,2) NULL, d32u DECIMAL(3,2) UNSIGNED NULL, dbl DOUBLE NULL, vc VARCHAR(10) NULL, c3 CHAR(3) NULL, vc3 VARCHAR(3) NULL, vb VARBINARY(10) NULL,
+        js JSON NULL, l1 VARCHAR(10) CHARACTER SET latin1 NULL, asc7 VARCHAR(10) CHARACTER SET ascii NULL, u3 VARCHAR(10) CHARACTER SET utf8mb3 NULL,
+        _lww_ts BIGINT UNSIGNED NOT NULL)`,
+    ]);
+    const nested = (depth: number) => `${'['.repeat(depth)}${']'.repeat(depth)}`;
+    const accepted: Array<[string, unknown, string]> = [
+      ['tm', '838:59:59', '838:59:59'], ['tm', '-838:59:59.000', '-838:59:59'], ['tm', '24:00:00', '24:00:00'], ['tm6', '-00:00:00.000001', '-00:00:00.000001'],
+      ['dtm', new Date(Date.UTC(2024, 0, 2, 3, 4, 5)), '2024-01-02 03:04:05'], ['dtm2', '2024-01-01 00:00:00.120000', '2024-01-01 00:00:00.12'],
+      ['ts', '2038-01-19T03:14:07', '2038-01-19 03:14:07'],
+      ['y', 0, '0000'], ['y', '0000', '0000'], ['y', 1901, '1901'], ['y', '2155', '2155'],
+      ['st', 'b,a', 'a,b'], ['st', 'A', 'a'], ['st', '3', 'a,b'], ['st', 'a ', 'a'], ['st', '', ''], ['st', ['c', 'a'], 'a,c'], ['stb', 'a,b', 'a,b'],
+      ['en', 'y', 'Y'], ['en', 'x ', 'x'], ['en', 2, 'Y'], ['enb', 'Y', 'Y'],
+      ['d32', '9.994', '9.99'], ['d32', '-9.994', '-9.99'], ['d32', '0.9994e1', '9.99'], ['d32u', '-0.000', '0.00'], ['d32', '+.5', '0.50'],
+      ['dbl', ' 1.5 ', '1.5'], ['dbl', '1e308', '1e308'],
+      ['c3', 'abc  ', 'abc'], ['c3', 'ab ', 'ab'], ['vc', '😀 ok', '😀 ok'],
+      ['js', '["\\ud83d\\ude00"]', ctx.engine === 'mysql' ? '["😀"]' : '["\\ud83d\\ude00"]'], ['js', nested(ctx.engine === 'mysql' ? 100 : 31), ctx.engine === 'mysql' ? nested(100).replaceAll('][', '], [') : nested(31)],
+      ...(ctx.engine === 'mariadb' ? [['js', '[1e400]', '[1e400]'] as [string, unknown, string]] : []),
+      ['l1', 'café €™', 'café €™'], ['asc7', 'plain', 'plain'], ['u3', 'ünï', 'ünï'],
+    ];
+    const refused: Array<[string, unknown, RegExp]> = [
+      ['tm', '12:61:00', /not a valid TIME/], ['tm', '839:00:00', /outside the TIME range/], ['tm6', '838:59:59.5', /outside the TIME range/], ['tm', '10:00:00.6', /fractional-second/], ['tm', '1 10:00:00', /not a TIME/],
+      ['dtm', '2024-01-01 00:00:00.9', /fractional-second/], ['dtm', '9999-12-31 23:59:59.9', /fractional-second/], ['dtm', new Date(Date.UTC(2024, 0, 2, 3, 4, 5, 6)), /fractional-second/],
+      ['dtm2', '2024-01-01 00:00:00.125', /fractional-second/],
+      ['y', 5, /not a YEAR/], ['y', '0', /not a YEAR/], ['y', '05', /not a YEAR/], ['y', 1900, /not a YEAR/], ['y', 2156, /not a YEAR/], ['y', '1999.5', /not a YEAR/],
+      ['st', 'a,d', /not a member/], ['st', '8', /not a member/], ['st', ' a', /not a member/], ['st', 'a,', /not a member/], ['st', ',a', /not a member/], ['stb', 'A', /letter case/],
+      ['en', '0', /not one of/], ['en', ' x', /not one of/], ['enb', 'y', /letter case/], ['enb', 'X', /letter case/],
+      ['d32', '9.995', /out of range/], ['d32', '-9.995', /out of range/], ['d32', '0.9995e1', /out of range/], ['d32u', '-0.001', /negative/],
+      ['dbl', '0x10', /floating-point/], ['dbl', '0b1', /floating-point/], ['dbl', '1_0', /floating-point/],
+      ['vc', 'a\ud800b', /surrogate/], ['vc', '\udc00', /surrogate/], ['vb', 'a\ud800', /surrogate/], ['js', '"a\\ud800"', /surrogate/], ['js', ['\ud800'], /surrogate/],
+      ['js', nested(ctx.engine === 'mysql' ? 101 : 32), ctx.engine === 'mysql' ? /deeper than 100/ : /deeper than 31/],
+      ...(ctx.engine === 'mysql' ? [['js', '[1e400]', /range of a double/] as [string, unknown, RegExp]] : []),
+      ['c3', 'abc\t', /4 characters/], ['vc3', 'abc  ', /5 characters/],
+      ['l1', 'ł', /U\+0142 does not exist in the latin1/], ['l1', '\u0080', /U\+0080/], ['asc7', 'é', /U\+00E9/], ['u3', '😀', /U\+1F600/],
+    ];
+    const columns = ['tm', 'tm6', 'dtm', 'dtm2', 'ts', 'y', 'st', 'stb', 'en', 'enb', 'd32', 'd32u', 'dbl', 'vc', 'c3', 'vc3', 'vb', 'js', 'l1', 'asc7', 'u3'];
+    const nulls = Object.fromEntries(columns.map((c) => [c, null]));
+    const change = (id: number, column: string, value: unknown) => ({ schema: 'vals', table: 't', op: 'insert' as const, after: { ...nulls, id, [column]: value }, version: 10n });
+    const sink = createSink({ target: ctx.servers[0]!.url, failpoints: '' });
+    for (const [i, [column, value]] of accepted.entries()) await sink.write({ sourceId: 'vals', position: String(i), changes: [change(i, column, value)] });
+    await sink.flush();
+    await sink.close();
+    const [rows] = await conn.query<RowDataPacket[]>('SELECT * FROM vals.t ORDER BY id');
+    const stored = await Promise.all(
+      accepted.map(async ([column], i) => {
+        const [r] = await conn.query<RowDataPacket[]>(`SELECT CAST(${quoteIdent(column)} AS CHAR) AS v FROM vals.t WHERE id = ?`, [i]);
+        return `${column}=${r[0]?.v}`;
+      }),
+    );
+    expect(stored).toEqual(accepted.map(([column, , want]) => `${column}=${want}`));
+    expect(rows.length).toBe(accepted.length);
+    for (const [i, [column, value, message]] of refused.entries()) {
+      const one = createSink({ target: ctx.servers[0]!.url, failpoints: '' });
+      const outcome = await one.write({ sourceId: 'refused', position: String(i), changes: [change(1000 + i, column, value)] }).then(() => one.flush()).then(
+        () => 'stored',
+        (e: Error) => e,
+      );
+      await one.close().catch(() => {});
+      expect(outcome, `${column} ${String(value)}`).toBeInstanceOf(InvalidChangeError);
+      expect((outcome as Error).message, `${column} ${String(value)}`).toMatch(new RegExp(`after\\.${column}: .*${message.source}`));
+    }
+    const [after] = await conn.query<RowDataPacket[]>('SELECT COUNT(*) AS n FROM vals.t');
+    expect(Number(after[0]!.n)).toBe(accepted.length);
   });
 
   it('columns with an expression default (CURRENT_TIMESTAMP, MySQL DEFAULT_GENERATED) are written like any other: the source’s value, not the target’s default', async () => {

@@ -244,10 +244,59 @@ describe('values and names', () => {
     expect(toSqlValue(col('json'), doc)).toBe(doc);
     expect(toSqlValue({ ...col('longtext'), json: true }, doc)).toBe('{"d": "2024-01-02"}');
     expect(() => toSqlValue(col('json'), new TypedJson('{"d": 1}', [{ path: '$."d"', type: 'date', value: '1); DROP' }]))).toThrow(/not a DATE/);
-    expect(toSqlValue(col('datetime'), new Date(Date.UTC(2024, 0, 2, 3, 4, 5, 6)))).toBe('2024-01-02 03:04:05.006');
-    expect(toSqlValue(col('set'), ['a', 'b'])).toBe('a,b');
+    expect(toSqlValue(col('datetime', 'datetime(3)'), new Date(Date.UTC(2024, 0, 2, 3, 4, 5, 6)))).toBe('2024-01-02 03:04:05.006');
+    // Milliseconds a DATETIME(0) cannot keep are refused (MySQL rounds, MariaDB truncates); zeros pass.
+    expect(() => toSqlValue(col('datetime'), new Date(Date.UTC(2024, 0, 2, 3, 4, 5, 6)))).toThrow(/more fractional-second digits than DATETIME/);
+    expect(toSqlValue(col('datetime'), new Date(Date.UTC(2024, 0, 2, 3, 4, 5)))).toBe('2024-01-02 03:04:05.000');
+    expect(toSqlValue(col('set', "set('a','b')"), ['a', 'b'])).toBe('a,b');
     expect(() => toSqlValue(col('int', 'int', false), null)).toThrow(/NOT NULL/);
     expect(() => toSqlValue(col('decimal'), 'abc')).toThrow(/DECIMAL/);
+  });
+  it('refuses TIME, YEAR, SET, ENUM, DECIMAL, float and text values the server would refuse or change', () => {
+    const cs = (dataType: string, columnType: string, charset: string | null, collation: string | null) => ({ ...col(dataType, columnType), charset, collation });
+    expect(toSqlValue(col('time', 'time(6)'), '-838:59:59.000000')).toBe('-838:59:59.000000');
+    for (const bad of ['12:61:00', '839:00:00', '838:59:59.5', '1 10:00:00', '100000', 'abc']) expect(() => toSqlValue(col('time', 'time(6)'), bad), bad).toThrow(/TIME/);
+    expect(() => toSqlValue(col('time'), '10:00:00.6')).toThrow(/fractional-second/);
+    for (const good of [0, 1901, 2155, '0000', '2024']) expect(toSqlValue(col('year'), good)).toBe(good);
+    for (const bad of [5, 70, 1900, 2156, '0', '05', '1999.5', 1999.5]) expect(() => toSqlValue(col('year'), bad), String(bad)).toThrow(/not a YEAR/);
+    const set = col('set', "set('a','b','c')");
+    for (const good of ['', 'b,a', 'a,a', 'A', 'a ', '3', 7n]) expect(() => toSqlValue(set, good), String(good)).not.toThrow();
+    for (const bad of ['a,d', '8', ' a', 'a,', ',a']) expect(() => toSqlValue(set, bad), bad).toThrow(/not a member/);
+    expect(() => toSqlValue(cs('set', "set('a','b','c')", 'utf8mb4', 'utf8mb4_bin'), 'A')).toThrow(/letter case/);
+    expect(toSqlValue(cs('enum', "enum('x','Y')", 'utf8mb4', 'utf8mb4_0900_ai_ci'), 'y')).toBe('y');
+    expect(toSqlValue(col('enum', "enum('x','Y')"), 'x ')).toBe('x ');
+    expect(() => toSqlValue(cs('enum', "enum('x','Y')", 'utf8mb4', 'utf8mb4_bin'), 'y')).toThrow(/letter case/);
+    expect(() => toSqlValue(col('enum', "enum('x','Y')"), '0')).toThrow(/not one of/);
+    // Rounded to the scale first: 9.995 becomes 10.00, which DECIMAL(3,2) cannot hold.
+    for (const bad of ['9.995', '-9.995', '0.9995e1']) expect(() => toSqlValue(col('decimal', 'decimal(3,2)'), bad), bad).toThrow(/out of range/);
+    expect(toSqlValue(col('decimal', 'decimal(3,2)'), '9.994')).toBe('9.994');
+    expect(() => toSqlValue(col('decimal', 'decimal(3,2) unsigned'), '-0.001')).toThrow(/negative/);
+    for (const bad of ['0x10', '0b1', '0o7', '1_0', 'Infinity']) expect(() => toSqlValue(col('double'), bad), bad).toThrow(/floating-point/);
+    expect(toSqlValue(col('double'), ' 1.5 ')).toBe(' 1.5 ');
+    for (const bad of ['a\ud800b', '\udc00']) {
+      expect(() => toSqlValue(col('varchar', 'varchar(10)'), bad)).toThrow(/lone UTF-16 surrogate/);
+      expect(() => toSqlValue(col('varbinary', 'varbinary(10)'), bad)).toThrow(/lone UTF-16 surrogate/);
+      expect(() => toSqlValue(col('json'), { [bad]: 1 })).toThrow(/lone UTF-16 surrogate/);
+      expect(() => toSqlValue(col('json'), [bad])).toThrow(/lone UTF-16 surrogate/);
+    }
+    expect(() => toSqlValue(col('json'), '["a\\ud800"]')).toThrow(/lone UTF-16 surrogate/);
+    expect(toSqlValue(col('json'), '["\\ud83d\\ude00"]')).toBe('["\\ud83d\\ude00"]');
+    expect(() => toSqlValue(col('json'), '[1e400]')).toThrow(/beyond the range of a double/);
+    expect(() => toSqlValue(col('json'), `${'['.repeat(101)}${']'.repeat(101)}`)).toThrow(/deeper than 100/);
+    expect(toSqlValue(col('json'), `${'['.repeat(100)}1${']'.repeat(100)}`)).toBe(`${'['.repeat(100)}1${']'.repeat(100)}`);
+    // MariaDB's JSON_VALID refuses 32 levels, and keeps a number's text as given.
+    const mariaJson = { ...col('longtext'), json: true };
+    expect(() => toSqlValue(mariaJson, `${'['.repeat(31)}{}${']'.repeat(31)}`)).toThrow(/deeper than 31/);
+    expect(toSqlValue(mariaJson, '[1e400]')).toBe('[1e400]');
+    expect(() => toSqlValue(col('json'), Buffer.from([0x22, 0xff, 0x22]))).toThrow(/not valid UTF-8/);
+    expect(toSqlValue(col('char', 'char(3)'), 'abc  ')).toBe('abc  ');
+    expect(() => toSqlValue(col('char', 'char(3)'), 'abc\t')).toThrow(/4 characters/);
+    expect(() => toSqlValue(col('varchar', 'varchar(3)'), 'abc  ')).toThrow(/5 characters/);
+    expect(toSqlValue(cs('varchar', 'varchar(10)', 'latin1', 'latin1_swedish_ci'), 'café €™')).toBe('café €™');
+    expect(() => toSqlValue(cs('varchar', 'varchar(10)', 'latin1', 'latin1_swedish_ci'), 'žł')).toThrow(/U\+0142 does not exist in the latin1/);
+    expect(() => toSqlValue(cs('varchar', 'varchar(10)', 'latin1', 'latin1_swedish_ci'), '\u0080')).toThrow(/U\+0080/);
+    expect(() => toSqlValue(cs('varchar', 'varchar(10)', 'ascii', 'ascii_general_ci'), 'é')).toThrow(/U\+00E9 does not exist in the ascii/);
+    expect(() => toSqlValue(cs('varchar', 'varchar(10)', 'utf8mb3', 'utf8mb3_general_ci'), '😀')).toThrow(/U\+1F600 does not exist in the utf8mb3/);
   });
   it('refuses what the server would refuse, so it cannot poison a batch', () => {
     expect(() => toSqlValue(col('tinyint', 'tinyint'), 128)).toThrow(/out of range/);
