@@ -102,10 +102,23 @@ export function backoffDelay(attempt: number, b: Backoff, random: () => number =
   return Math.round(exp / 2 + (random() * exp) / 2);
 }
 
-export function serverMessage(err: unknown): { code?: string; message: string } {
+export function serverMessage(err: unknown, dialect?: string): { code?: string; message: string } {
   const d = driverError(err) as (DriverError & { sqlMessage?: string; message?: string }) | undefined;
   if (!d) return { message: err instanceof Error ? err.message : String(err) };
-  return { code: d.code, message: d.sqlMessage ?? d.message ?? String(err) };
+  return { code: errorName(d, dialect), message: d.sqlMessage ?? d.message ?? String(err) };
+}
+
+/**
+ * mysql2 names error numbers from MySQL's list. MariaDB numbers its own errors from 1900 on, where
+ * MySQL's names mean something else (MariaDB's 4025 CONSTRAINT failed is MySQL's
+ * ER_INNODB_AUTOEXTEND_SIZE_OUT_OF_RANGE): for those, the number is the honest name.
+ */
+function errorName(d: DriverError, dialect: string | undefined): string | undefined {
+  // 2000-2999 are the client library's (CR_*), alike for both.
+  if (dialect === 'mariadb' && typeof d.errno === 'number' && d.errno >= 1900 && !(d.errno >= 2000 && d.errno < 3000)) {
+    return `MariaDB error ${d.errno}`;
+  }
+  return d.code;
 }
 
 /** Waits `ms`, or less when the signal fires. */

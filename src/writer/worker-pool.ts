@@ -212,7 +212,7 @@ class ApplyWorker {
           continue;
         }
         const table = err instanceof StatementError ? err.table : undefined;
-        const { code, message } = serverMessage(cause);
+        const { code, message } = serverMessage(cause, ctx.dialect);
         throw new ApplyError(
           `applying a batch failed${table ? ` on ${table}` : ''}${isRetryable(cause) ? ` after ${attempt} attempts` : ''}: ${code ? `${code}: ` : ''}${redact(message)}`,
           table,

@@ -365,7 +365,13 @@ describe('values and names', () => {
 
 describe('error classification', () => {
   it('deadlocks, lock waits and lost connections are retried; other errors are not', async () => {
-    const { isConnectionLost, isRetryable } = await import('../../src/db/retry.ts');
+    const { isConnectionLost, isRetryable, serverMessage } = await import('../../src/db/retry.ts');
+    // mysql2 names MariaDB's own numbers (1900 on) from MySQL's list: 4025 is CONSTRAINT failed there.
+    const constraint = Object.assign(new Error('CONSTRAINT `t.js` failed'), { errno: 4025, code: 'ER_INNODB_AUTOEXTEND_SIZE_OUT_OF_RANGE', sqlMessage: 'CONSTRAINT `t.js` failed' });
+    expect(serverMessage(constraint, 'mariadb')).toEqual({ code: 'MariaDB error 4025', message: 'CONSTRAINT `t.js` failed' });
+    expect(serverMessage(constraint, 'mysql').code).toBe('ER_INNODB_AUTOEXTEND_SIZE_OUT_OF_RANGE');
+    expect(serverMessage(Object.assign(new Error('x'), { errno: 1062, code: 'ER_DUP_ENTRY' }), 'mariadb').code).toBe('ER_DUP_ENTRY');
+    expect(serverMessage(Object.assign(new Error('x'), { errno: 2013, code: 'PROTOCOL_CONNECTION_LOST' }), 'mariadb').code).toBe('PROTOCOL_CONNECTION_LOST');
     const closed = Object.assign(new Error("Can't add new command when connection is in closed state"), { fatal: true });
     expect(isConnectionLost(closed)).toBe(true);
     expect(isRetryable(closed)).toBe(true);
