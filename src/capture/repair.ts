@@ -10,7 +10,7 @@ import { CaptureRefusedError } from '../errors.ts';
 import type { Row, RowChange, SourceTransaction } from '../model/change.ts';
 import type { TableMeta } from '../model/table.ts';
 import { tableKey } from '../model/table.ts';
-import { bindKeyValue, type ReadColumn, type TypedColumn } from '../sql/column-read.ts';
+import { bindKeyValue, type ReadColumn, type TypedColumn, withExactValues } from '../sql/column-read.ts';
 import { selectByKeysSql } from '../sql/copy.ts';
 import { keyIdOf } from '../sync/table-reader.ts';
 import { loadTableMeta, TableMetadataCache } from '../writer/table-metadata.ts';
@@ -116,7 +116,7 @@ export class RowImageRepairer {
         selectByKeysSql(schema, table, columns, key, part.length),
         part.flatMap((w) => w.key.map((v, j) => bindKeyValue(key[j]!, v))),
       );
-      for (const r of rows) found.set(keyIdOf(key.map((k) => r[k.name])), { ...r });
+      for (const r of withExactValues(rows, columns)) found.set(keyIdOf(key.map((k) => r[k.name])), { ...r });
     }
     return found;
   }

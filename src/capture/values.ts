@@ -4,6 +4,7 @@
 // form by mysql-json.ts as a SELECT prints it (a TypedJson when it holds DECIMAL, DATE... scalars);
 // MariaDB JSON is LONGTEXT and arrives as stored.
 import type { Row } from '../model/change.ts';
+import { ENUM_ERROR_VALUE } from '../model/enum-error.ts';
 import { mysqlJsonValue } from './mysql-json.ts';
 
 /** MySQL column type codes of the binlog TABLE_MAP event that need adjusting. */
@@ -18,8 +19,9 @@ export interface ColumnShape {
 }
 
 function normalizeValue(type: number, value: unknown): unknown {
-  // Index 0 of an ENUM is the '' a non-strict server stores for invalid values; zongji has no name for it.
-  if (type === TYPE_ENUM && value === undefined) return '';
+  // Index 0 of an ENUM is the error value a non-strict server stores for invalid values; zongji has
+  // no name for it. Not '': that is a member of ENUM('', ...).
+  if (type === TYPE_ENUM && value === undefined) return ENUM_ERROR_VALUE;
   if (value === null || value === undefined) return null;
   // Zongji adds 1900 to the stored byte, so YEAR 0000 (stored 0) comes out as 1900, a year
   // the YEAR type cannot hold (its range is 1901..2155 plus 0000).

@@ -3,7 +3,9 @@
 // canonical text of values decoded from the binlog, which the history audit compares (the state
 // check reads exact text from the servers instead, see src/sql/checksum.ts). Pure functions.
 import { BigNumber } from 'bignumber.js';
+import { EnumErrorValue } from '../model/enum-error.ts';
 import { TypedJson } from '../model/json.ts';
+import { ENUM_ERROR_TEXT } from '../sql/checksum.ts';
 import type { FindingClass, NodeState } from './report.ts';
 
 export interface ValueColumn {
@@ -148,6 +150,7 @@ class JsonCanonicalizer {
  */
 export function canonicalValue(col: ValueColumn, value: unknown): string | null {
   if (value === null || value === undefined) return null;
+  if (value instanceof EnumErrorValue) return ENUM_ERROR_TEXT;
   const t = col.dataType;
   if (col.json) {
     if (typeof value === 'string') return canonicalJson(value);

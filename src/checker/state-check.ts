@@ -33,8 +33,10 @@ import {
 import { bindKeyValue } from '../sql/column-read.ts';
 import { type Logger, silentLogger } from '../writer/options.ts';
 import { loadTableMeta } from '../writer/table-metadata.ts';
+import { COLUMNS_SQL } from '../sql/introspect.ts';
 import { collectedBelow } from '../gc/state.ts';
 import { classify, compareKeys, effectiveState, isCollectedTombstone, isFinding, lwwWinner, type ValueColumn } from './compare-values.ts';
+import { type ColumnSchema, schemaDifferences, type TableSchema } from './schema-compare.ts';
 import { emptyCounts, findingCount, type NodeState, nodeLabel, type StateFinding, type StateReport, type TableStateReport } from './report.ts';
 import { type RegisteredTable, readRegisteredTables } from './registry.ts';
 
@@ -145,10 +147,6 @@ function sameRow(a: FetchedRow | undefined, b: FetchedRow | undefined): boolean 
 }
 
 /** A column type without the integer display width MariaDB and old MySQL show (int(11) = int). */
-function typeName(columnType: string): string {
-  return columnType.toLowerCase().replace(/^(tinyint|smallint|mediumint|int|integer|bigint|year)\(\d+\)/, '$1');
-}
-
 function describeError(err: unknown): string {
   if (err instanceof Error) {
     const code = (err as { code?: string }).code;
@@ -247,7 +245,7 @@ class StateChecker {
   }
 
   /** The table's metadata on one node (undefined when it does not exist there), JSON columns marked. */
-  private async describe(node: number, schema: string, table: string, versionColumn: string): Promise<{ meta: TableMeta; columns: ValueColumn[] } | undefined> {
+  private async describe(node: number, schema: string, table: string, versionColumn: string): Promise<{ meta: TableMeta; columns: ValueColumn[]; schema: TableSchema } | undefined> {
     const session = this.sessions[node]!;
     let meta: TableMeta;
     try {
@@ -269,7 +267,8 @@ class StateChecker {
       columnType: c.columnType,
       json: c.dataType === 'json' || jsonColumns.has(c.name),
     }));
-    return { meta, columns };
+    const definition = (await this.query(node, COLUMNS_SQL, [schema, table])) as unknown as ColumnSchema[];
+    return { meta, columns, schema: { columns: definition, uniqueKeys: Object.values(meta.uniqueKeys) } };
   }
 
   async checkTable(entry: TableEntry): Promise<TableStateReport> {
@@ -309,6 +308,7 @@ class StateChecker {
       }
     }
     const names = this.commonColumns(metas.map((m) => m.columns), report);
+    report.schemaDifferences.push(...schemaDifferences(metas.map((m) => m.schema), nodeLabel));
     const dataSide = this.side(entry.schema, entry.table, metas.map((m) => m.columns), names, keyNames, entry.versionColumn);
 
     const tombMetas = await Promise.all(nodes.map((i) => this.describe(i, this.metaSchema, entry.tombstoneTable, entry.versionColumn)));
@@ -473,9 +473,8 @@ class StateChecker {
       for (const c of first) {
         const other = cols.find((o) => o.name === c.name);
         if (!other) report.schemaDifferences.push(`column ${c.name} exists on node A but not on node ${nodeLabel(i)}`);
-        else if (typeName(other.columnType) !== typeName(c.columnType) || other.json !== c.json) {
-          report.notes.push(`column ${c.name} is ${c.columnType} on node A and ${other.columnType} on node ${nodeLabel(i)} (compared by value)`);
-        }
+        // Other attributes: schema-compare.ts. MariaDB's JSON is a LONGTEXT with a json_valid() check.
+        else if (other.json !== c.json) report.schemaDifferences.push(`column ${c.name} is ${c.json ? '' : 'not '}JSON on node A, ${other.json ? '' : 'not '}JSON on node ${nodeLabel(i)}`);
       }
       for (const c of cols) {
         if (!first.some((f) => f.name === c.name)) report.schemaDifferences.push(`column ${c.name} exists on node ${nodeLabel(i)} but not on node A`);

@@ -58,7 +58,8 @@ export async function connect(target: Target, options: ConnectOptions = {}): Pro
     trace: options.traceCallers ?? true,
   });
   try {
-    await conn.query("SET time_zone = '+00:00'");
+    // group_concat_max_len: the checker's JSON type signatures (sql/json-types.ts) are GROUP_CONCATs.
+    await conn.query("SET time_zone = '+00:00', group_concat_max_len = 16777216");
     for (const stmt of options.init ?? []) await conn.query(stmt);
   } catch (err) {
     conn.destroy();

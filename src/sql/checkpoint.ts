@@ -83,7 +83,7 @@ export function advanceCheckpointSql(meta: string): string {
  * stay unlocked, so a collection waits only for batches that write its table. No extra round trip.
  */
 export function advanceCheckpointUnlessCollectedSql(meta: string, tables: number): string {
-  const one = '(`schema_name` = ? AND `table_name` = ? AND `collected_below` > CAST(? AS UNSIGNED))';
+  const one = '(`schema_name` = ? AND `table_name` = ? AND `collected_below` > CAST(? AS DECIMAL(20,0)))';
   return `${advanceCheckpointSql(meta)} AND NOT EXISTS (SELECT 1 FROM ${quoteTable(meta, 'gc_state')} WHERE ${Array(tables).fill(one).join(' OR ')})`;
 }
 

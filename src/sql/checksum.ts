@@ -16,12 +16,14 @@
 //     values their unsigned integer;
 //   - large values (BLOB/TEXT, JSON, spatial) are hashed one by one, never spelled into the row text
 //     (HEX doubles a BLOB, and a text past max_allowed_packet becomes NULL). JSON is its stored text
-//     (MySQL's canonical text keeps 1 and 1.0 apart; MariaDB keeps the text as written), spatial
+//     (MySQL's canonical text keeps 1 and 1.0 apart; MariaDB keeps the text as written) plus, on
+//     MySQL, the scalars whose type the text loses (sql/json-types.ts: a DATE is not a string), spatial
 //     values their stored bytes (SRID + WKB).
 // The rows of a differing chunk are read as the same per-column terms (readTermSql), so the
 // comparison in JS sees exactly what the checksum saw.
 // Timestamps depend on the session time zone: the checker's sessions are UTC.
 import { BINARY_LOB_TYPES, DECIMAL_TYPES, exactReadExpr, FLOAT_TYPES, INT_TYPES, keyPlaceholder, qualified, SPATIAL_TYPES, TEXT_LOB_TYPES } from './column-read.ts';
+import { jsonTypeSignatureSql } from './json-types.ts';
 import { quoteIdent, quoteTable } from './quote.ts';
 
 export { keyPlaceholder } from './column-read.ts';
@@ -78,24 +80,35 @@ function trimFraction(expr: string): string {
 /** Large values are hashed one by one; these are their bytes as hashed: text and JSON in utf8mb4, the rest as stored. */
 function largeValue(col: ChecksumColumn): string | undefined {
   const q = quoteIdent(col.name);
+  // MySQL JSON: the text and the scalars whose type the text loses (`1.0 /* $ DECIMAL */`).
+  if (col.dataType === 'json') return `CONCAT(CONVERT(${q} USING utf8mb4), IFNULL(CONCAT(' /* ', ${jsonTypeSignatureSql(col.name)}, ' */'), ''))`;
   if (col.json || TEXT_LOB_TYPES.has(col.dataType)) return `CONVERT(${q} USING utf8mb4)`;
   if (BINARY_LOB_TYPES.has(col.dataType) || SPATIAL_TYPES.has(col.dataType)) return q;
   return undefined;
 }
 
+/** How a row read shows the ENUM error value (index 0, which reads as '' like a member ''). */
+export const ENUM_ERROR_TEXT = '(ENUM error value, index 0)';
+
 /** One column's term in the row text (NULL when the value is NULL, or when it cannot be hashed). */
 export function checksumTermSql(col: ChecksumColumn): string {
   const q = quoteIdent(col.name);
   const t = col.dataType;
+  // '!' is no length-prefixed text.
+  if (t === 'enum') return `IF(${q} + 0 = 0, '!', ${stringTerm(q)})`;
   const large = largeValue(col);
   if (large) return `SHA2(${large}, 256)`;
   if (INT_TYPES.has(t) || t === 'date' || (FLOAT_TYPES.has(t) && t !== 'float')) return q;
   if (t === 'float') return `CAST(${q} AS DOUBLE)`;
   if (DECIMAL_TYPES.has(t) || FRACTIONAL_TEMPORAL_TYPES.has(t)) return fractionDigits(col.columnType) > 0 ? trimFraction(q) : q;
   if (t === 'bit') return `CAST(${q} AS UNSIGNED)`;
-  if (STRING_TYPES.has(t)) return `CONCAT(CHAR_LENGTH(${q}), ':', CONVERT(${q} USING utf8mb4))`;
+  if (STRING_TYPES.has(t)) return stringTerm(q);
   // Binary strings and anything unknown: the bytes.
   return `HEX(${q})`;
+}
+
+function stringTerm(q: string): string {
+  return `CONCAT(CHAR_LENGTH(${q}), ':', CONVERT(${q} USING utf8mb4))`;
 }
 
 /**
@@ -114,6 +127,7 @@ export function readTermSql(col: ChecksumColumn): string {
     return `IF(LENGTH(${large}) <= ${INLINE_BYTES}, ${whole}, CONCAT('sha256:', SHA2(${large}, 256), ' (', LENGTH(${large}), ' bytes)'))`;
   }
   if (FLOAT_TYPES.has(t)) return exactReadExpr(col)!;
+  if (t === 'enum') return `IF(${q} + 0 = 0, '${ENUM_ERROR_TEXT}', CONVERT(${q} USING utf8mb4))`;
   if (STRING_TYPES.has(t)) return `CONVERT(${q} USING utf8mb4)`;
   const term = checksumTermSql(col);
   return term.startsWith('HEX(') ? `CONCAT('0x', ${term})` : term;

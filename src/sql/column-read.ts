@@ -4,6 +4,8 @@
 // mysql2's text protocol gives most types exactly (bigints and DECIMALs as strings, dates as
 // strings), except: FLOAT arrives as 6 significant digits (37.774929 → 37.7749), DOUBLE as a JS
 // number (-0 becomes 0 once printed), and GEOMETRY parsed into objects without its SRID.
+import { ENUM_ERROR_VALUE } from '../model/enum-error.ts';
+import { jsonCastableScalarsSql, jsonScalarsAlias, typedJsonOf } from './json-types.ts';
 import { quoteIdent } from './quote.ts';
 
 /** A column as the readers need it: information_schema DATA_TYPE (lower case) and COLUMN_TYPE. */
@@ -55,15 +57,44 @@ export function qualified(name: string, qualifier?: string): string {
   return qualifier ? `${qualifier}.${quoteIdent(name)}` : quoteIdent(name);
 }
 
-/** Select-list items reading columns exactly, each under its own name. */
+/**
+ * Select-list items reading columns exactly, each under its own name; a MySQL JSON column also
+ * reads its typed scalars under jsonScalarsAlias, which withTypedJson folds into the value.
+ */
 export function exactSelectList(columns: readonly ReadColumn[], qualifier?: string): string {
   return columns
     .map((c) => {
       if (typeof c === 'string') return qualified(c, qualifier);
+      if (c.dataType === 'json') return `${qualified(c.name, qualifier)}, ${jsonCastableScalarsSql(c.name, qualifier)} AS ${quoteIdent(jsonScalarsAlias(c.name))}`;
+      if (c.dataType === 'enum') return `${qualified(c.name, qualifier)}, ${qualified(c.name, qualifier)} + 0 AS ${quoteIdent(enumIndexAlias(c.name))}`;
       const expr = exactReadExpr(c, qualifier);
       return expr ? `${expr} AS ${quoteIdent(c.name)}` : qualified(c.name, qualifier);
     })
     .join(', ');
+}
+
+function enumIndexAlias(column: string): string {
+  return `_lww_enum_index:${column}`;
+}
+
+/**
+ * Rows read with exactSelectList as values to write back: a MySQL JSON value with its typed scalars
+ * (a TypedJson where it has some), the ENUM error value (index 0) as ENUM_ERROR_VALUE, not ''.
+ */
+export function withExactValues<R extends Record<string, unknown>>(rows: R[], columns: readonly ReadColumn[]): R[] {
+  for (const c of columns) {
+    if (typeof c === 'string' || (c.dataType !== 'json' && c.dataType !== 'enum')) continue;
+    const alias = c.dataType === 'json' ? jsonScalarsAlias(c.name) : enumIndexAlias(c.name);
+    for (const row of rows) {
+      const value = row[c.name];
+      const extra = row[alias];
+      delete row[alias];
+      const out = row as Record<string, unknown>;
+      if (c.dataType === 'json' && typeof value === 'string') out[c.name] = typedJsonOf(value, typeof extra === 'string' ? extra : null);
+      else if (c.dataType === 'enum' && value !== null && Number(extra) === 0) out[c.name] = ENUM_ERROR_VALUE;
+    }
+  }
+  return rows;
 }
 
 /**

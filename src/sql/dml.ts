@@ -169,7 +169,8 @@ const JSON_SCALARS: Record<JsonScalarType, string> = {
   date: 'CAST(? AS DATE)',
   time: timeCast('6'),
   datetime: 'CAST(? AS DATETIME(6))',
-  unsigned: 'CAST(? AS UNSIGNED)',
+  // MySQL 9.7 reads a string bound to a prepared CAST(? AS UNSIGNED) as a DECIMAL and refuses one past 2^63 - 1.
+  unsigned: 'CAST(CAST(? AS CHAR) AS UNSIGNED)',
 };
 
 /**

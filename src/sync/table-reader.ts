@@ -4,7 +4,7 @@ import type { Connection, RowDataPacket } from 'mysql2/promise';
 import type { TableSelector } from '../capture/filter.ts';
 import { parseTableSelectorText } from '../install/table-list.ts';
 import { compositeKeyText } from '../model/key-text.ts';
-import { bindKeyValue, columnName, type ReadColumn } from '../sql/column-read.ts';
+import { bindKeyValue, columnName, type ReadColumn, withExactValues } from '../sql/column-read.ts';
 import { countRowsSql, ESTIMATED_ROWS_SQL, keyBoundParams, lookupVersionsSql, rangeVersionsSql, selectChunkSql, TABLES_WITH_COLUMN_SQL } from '../sql/copy.ts';
 import { TABLE_EXISTS_SQL } from '../sql/introspect.ts';
 
@@ -53,7 +53,7 @@ export async function* readChunks(conn: Connection, src: ChunkSource, options: R
   const fetch = async (after: KeyValues | undefined, n: number): Promise<RowDataPacket[]> => {
     const sql = selectChunkSql(src.schema, src.table, src.columns, src.key, n, after === undefined);
     const [rows] = await conn.query<RowDataPacket[]>(sql, after === undefined ? [] : keyParams(src.key, after));
-    return rows;
+    return withExactValues(rows, src.columns);
   };
   let pending: Promise<RowDataPacket[]> | null = fetch(options.after, limit);
   try {

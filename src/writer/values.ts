@@ -1,6 +1,7 @@
 // Converts row-image values to what the server stores exactly, per column type, and rejects values
 // that cannot be stored faithfully. Runs at validation time, before anything is written.
 import { BigNumber } from 'bignumber.js';
+import { EnumErrorValue } from '../model/enum-error.ts';
 import { TypedJson } from '../model/json.ts';
 import type { ColumnMeta } from '../model/table.ts';
 import type { SqlValue } from '../sql/dml.ts';
@@ -490,6 +491,11 @@ export function toSqlValue(col: ColumnMeta, value: unknown): SqlValue {
   if (value === null) {
     if (!col.nullable) throw new ValueError('NULL in a NOT NULL column');
     return null;
+  }
+  if (value instanceof EnumErrorValue) {
+    throw new ValueError(
+      "is the ENUM error value (index 0, stored for an invalid value by a session without strict sql_mode): no strict session can write it, and '' would be another value; set the row to a member (or NULL) on the source",
+    );
   }
   const f = factsOf(col);
   const t = col.dataType;

@@ -17,8 +17,9 @@ const DDL = [
   'CREATE TABLE {{db}}.ro (id INT PRIMARY KEY, a INT, b INT, at DATETIME(3) NULL)',
   'CREATE TABLE {{db}}.p (id INT PRIMARY KEY, n INT) ENGINE=InnoDB',
   'CREATE TABLE {{db}}.ch (id INT PRIMARY KEY, pid INT NOT NULL, v INT, FOREIGN KEY (pid) REFERENCES {{db}}.p (id) ON DELETE CASCADE) ENGINE=InnoDB',
+  "CREATE TABLE {{db}}.en (id INT PRIMARY KEY, c ENUM('', 'a') NOT NULL)",
 ];
-const TABLES = ['t', 'ro', 'p', 'ch'];
+const TABLES = ['t', 'ro', 'p', 'ch', 'en'];
 
 describeEachEngine('capture fails closed', 2, (ctx) => {
   let urls: string[];
@@ -154,6 +155,24 @@ describeEachEngine('capture fails closed', 2, (ctx) => {
     await resumeAfterRefusal();
     await a.query('UPDATE fc.t SET a = 78 WHERE id = 1');
     expect(await same('t')).toContain('"a":78');
+  });
+
+  it("an invalid ENUM value stored by a non-strict session (index 0, read as '') stops A→B naming it, never written as the member ''", async () => {
+    await a.query("INSERT INTO fc.en VALUES (1, 'a')");
+    expect(await same('en')).toContain('"c":"a"');
+    const before = await snapshot(b, DB, 'en');
+    await onA(async (s) => {
+      await s.query("SET SESSION sql_mode = ''");
+      await s.query("UPDATE fc.en SET c = 'zz' WHERE id = 1");
+    });
+    const [[stored]] = await a.query<RowDataPacket[]>('SELECT c + 0 AS i FROM fc.en WHERE id = 1');
+    expect(Number(stored!.i)).toBe(0);
+    await expectLoudStop(/fc\.en.*ENUM error value \(index 0/s);
+    expect(await snapshot(b, DB, 'en')).toBe(before);
+    // The operator sets the row to a member on A: that crosses as the member '' (index 1).
+    await resumeAfterRefusal();
+    await a.query("UPDATE fc.en SET c = '' WHERE id = 1");
+    await eventually('the member to cross', async () => Number((await b.query<RowDataPacket[]>('SELECT c + 0 AS i FROM fc.en WHERE id = 1'))[0][0]!.i), (i) => i === 1, 30_000);
   });
 
   it('TRUNCATE of a captured table stops A→B naming the table', async () => {

@@ -122,8 +122,8 @@ describeEachEngine('state check', 2, (ctx) => {
       row_under_tombstone: 0,
       unexplained_chunk: 0,
     });
-    expect(table.notes.join('\n')).toMatch(/amount is decimal\(10,2\) on node A and decimal\(10,1\) on node B/);
-    expect(table.schemaDifferences).toEqual([]);
+    // The declared types differ (a schema difference), the data is compared by value.
+    expect(table.schemaDifferences).toEqual(['column amount: type decimal(10,2) on node A, decimal(10,1) on node B (data compared by value)']);
     // 5998 keys on A in chunks of 500: eleven boundaries, twelve chunks, the first and last open-ended;
     // six hold a divergence (seven on MariaDB, key 2700) and only their rows (about 500 per node each) were read.
     const differing = mariadb ? 7 : 6;
@@ -136,7 +136,7 @@ describeEachEngine('state check', 2, (ctx) => {
     expect(three.tables[0]!.findings.every((f) => f.nodes[0] === 0 && f.nodes[1] === 1)).toBe(true);
   });
 
-  it('equal data stored differently is identical without reading a row: DECIMAL scale, JSON key order on MySQL, NULLs', async () => {
+  it('equal data stored differently compares equal without reading a row (DECIMAL scale, JSON key order on MySQL, NULLs); the declared types are a schema difference', async () => {
     const db = 'chk_eq';
     await twoNodes(db);
     const t = quoteTable(db, 't');
@@ -152,9 +152,77 @@ describeEachEngine('state check', 2, (ctx) => {
       return;
     }
     expect(summary(report)).toEqual({});
-    expect(report.identical).toBe(true);
+    expect(report.tables[0]!.schemaDifferences).toEqual(['column amount: type decimal(10,2) on node A, decimal(10,1) on node B (data compared by value)']);
+    expect(report.identical).toBe(false);
     expect(report.totals.rowsFetched).toBe(0);
     expect(report.tables[0]!.chunksDiffering).toBe(0);
+  });
+
+  it('a definition that differs where it decides what a write stores is a schema difference: collation, character set, NULL, DEFAULT, INVISIBLE, UNIQUE keys, ENUM order', async () => {
+    const db = 'chk_ddl';
+    const ddl = (node: number) => [
+      `CREATE TABLE {{db}}.t (id INT NOT NULL PRIMARY KEY, c VARCHAR(10) COLLATE ${node === 0 ? 'utf8mb4_bin' : 'utf8mb4_general_ci'} NULL,` +
+        ` l VARCHAR(10) CHARACTER SET ${node === 0 ? 'latin1' : 'utf8mb4'} NULL, n INT ${node === 0 ? 'NOT NULL' : 'NULL'} DEFAULT ${node === 0 ? 1 : 2},` +
+        ` h INT NULL ${node === 0 ? 'INVISIBLE' : ''}, e ENUM(${node === 0 ? "'x','y'" : "'y','x'"}) NULL, u INT NULL, _lww_ts BIGINT UNSIGNED NOT NULL${node === 0 ? ', UNIQUE KEY uk (u)' : ''})`,
+    ];
+    await twoNodes(db, ddl);
+    await onBoth(`INSERT INTO ${quoteTable(db, 't')} (id, c, l, n, h, e, u, _lww_ts) VALUES (1, 'a', 'b', 1, 2, 'x', 3, 1)`);
+    const report = await checkState({ nodes: urls, tables: [`${db}.t`] });
+    const diffs = report.tables[0]!.schemaDifferences.join('\n');
+    expect(diffs).toMatch(/column c: collation utf8mb4_bin on node A, utf8mb4_general_ci on node B/);
+    expect(diffs).toMatch(/column l: character set latin1 on node A, utf8mb4 on node B/);
+    expect(diffs).toMatch(/column n: nullable NOT NULL on node A, NULL on node B/);
+    expect(diffs).toMatch(/column n: default "1" on node A, "2" on node B/);
+    expect(diffs).toMatch(/column e: type enum\('x','y'\) on node A, enum\('y','x'\) on node B/);
+    expect(diffs).toMatch(/UNIQUE key \(u\) on node A only, not on node B/);
+    expect(diffs).toMatch(/column h: extra invisible on node A, none on node B/);
+    expect(summary(report)).toEqual({});
+    expect(report.identical).toBe(false);
+  });
+
+  it('MySQL JSON that prints alike but holds other scalar types (DECIMAL vs DOUBLE, DATE vs string, unsigned vs signed) is a value mismatch, named with the types', async () => {
+    const db = 'chk_jtypes';
+    await twoNodes(db);
+    const t = quoteTable(db, 't');
+    await onBoth(fillSql(db, 't', 500, "CONCAT('v', id), NULL, JSON_OBJECT('n', id), id"));
+    const [a, b] = conns as [Connection, Connection];
+    // Node A holds typed scalars, node B the same text parsed back (what a text copy writes).
+    if (ctx.engine === 'mysql') {
+      await a.query(`UPDATE ${t} SET doc = CAST(CAST(1.0 AS DECIMAL(2,1)) AS JSON) WHERE id = 10`);
+      await b.query(`UPDATE ${t} SET doc = CAST('1.0' AS JSON) WHERE id = 10`);
+    }
+    await a.query(`UPDATE ${t} SET doc = JSON_OBJECT('d', CAST('2024-01-01' AS DATE), 'u', JSON_ARRAY(CAST(7 AS UNSIGNED))) WHERE id = 20`);
+    await b.query(`UPDATE ${t} SET doc = JSON_OBJECT('d', '2024-01-01', 'u', JSON_ARRAY(7)) WHERE id = 20`);
+    // Equal types stay equal.
+    await onBoth(`UPDATE ${t} SET doc = JSON_OBJECT('t', CAST('10:00:00' AS TIME)) WHERE id = 30`);
+    const report = await checkState({ nodes: urls, tables: [`${db}.t`], chunkSize: 100 });
+    if (ctx.engine === 'mariadb') {
+      // MariaDB's JSON is text: the functions wrote the same text on both.
+      expect(summary(report)).toEqual({});
+      return;
+    }
+    expect(summary(report)).toEqual({ [`${db}.t:10`]: 'value_mismatch>-', [`${db}.t:20`]: 'value_mismatch>-' });
+    const shown = JSON.stringify(report.tables[0]!.findings.map((f) => f.states), (_, v) => (typeof v === 'bigint' ? String(v) : v));
+    expect(shown).toContain('$ DECIMAL');
+    expect(shown).toContain('$.\\"d\\" DATE, $.\\"u\\"[0] UNSIGNED INTEGER');
+  });
+
+  it("the ENUM error value (index 0, stored by a non-strict session) is not the member '' it reads like", async () => {
+    const db = 'chk_enum0';
+    await twoNodes(db, () => ["CREATE TABLE {{db}}.t (id INT NOT NULL PRIMARY KEY, c ENUM('', 'a') NULL, _lww_ts BIGINT UNSIGNED NOT NULL)"]);
+    const t = quoteTable(db, 't');
+    await onBoth(`INSERT INTO ${t} VALUES (1, '', 1), (2, 'a', 1), (3, NULL, 1)`);
+    const [a] = conns as [Connection];
+    await a.query("SET SESSION sql_mode = ''");
+    try {
+      await a.query(`UPDATE ${t} SET c = 'not a member' WHERE id = 1`);
+    } finally {
+      await a.query('SET SESSION sql_mode = DEFAULT');
+    }
+    const report = await checkState({ nodes: urls, tables: [`${db}.t`] });
+    expect(summary(report)).toEqual({ [`${db}.t:1`]: 'value_mismatch>-' });
+    const [finding] = report.tables[0]!.findings;
+    expect(finding!.states.map((s) => (s.kind === 'row' ? s.values.c : s.kind))).toEqual(['(ENUM error value, index 0)', '']);
   });
 
   it('a key spelled otherwise by its tombstone than by its row, or by the nodes\' tombstones, is one key (case-insensitive key)', async () => {
@@ -254,7 +322,7 @@ describeEachEngine('state check', 2, (ctx) => {
 
   it('an identical 200,000-row table is reported identical without fetching a row', async () => {
     const db = 'chk_big';
-    await twoNodes(db);
+    await twoNodes(db, () => [tableDdl(2)]);
     await onBoth(fillSql(db, 't', 200_000, STANDARD_FILL));
     const started = Date.now();
     const report = await checkState({ nodes: urls, tables: [`${db}.t`] });
@@ -267,7 +335,7 @@ describeEachEngine('state check', 2, (ctx) => {
 
   it('the check command exits 0 when identical, 1 on differences, 2 on bad flags, 3 when a node cannot be reached', async () => {
     const db = 'chk_cli';
-    await twoNodes(db);
+    await twoNodes(db, () => [tableDdl(2)]);
     await onBoth(fillSql(db, 't', 50, STANDARD_FILL));
     const out: string[] = [];
     const err: string[] = [];

@@ -1,3 +1,4 @@
+import { ENUM_ERROR_VALUE } from '../../src/model/enum-error.ts';
 import { describe, expect, it } from 'vitest';
 import { type AssembledItem, type CaptureEvent, TransactionAssembler } from '../../src/capture/assembler.ts';
 import { tableFilter } from '../../src/capture/filter.ts';
@@ -356,7 +357,7 @@ describe('grouping binlog events into transactions', () => {
 });
 
 describe('captured values', () => {
-  it('YEAR 0000 comes back as 0, the invalid ENUM value as empty, buffers are copied, other values stay', () => {
+  it('YEAR 0000 comes back as 0, the invalid ENUM value (index 0) as its marker, not as the member \'\', buffers are copied, other values stay', () => {
     const packet = Buffer.from([1, 2, 3, 4]);
     const row = normalizeRow({ y: 1900, y2: 2155, b: packet.subarray(1, 3), s: 'x', n: null, e: undefined }, [
       { name: 'e', type: 247 },
@@ -366,7 +367,8 @@ describe('captured values', () => {
       { name: 's', type: 15 },
       { name: 'n', type: 3 },
     ]);
-    expect(row).toEqual({ y: 0, y2: 2155, b: Buffer.from([2, 3]), s: 'x', n: null, e: '' });
+    expect(row).toEqual({ y: 0, y2: 2155, b: Buffer.from([2, 3]), s: 'x', n: null, e: ENUM_ERROR_VALUE });
+    expect(row.e).toBe(ENUM_ERROR_VALUE);
     packet[1] = 99;
     expect(row.b).toEqual(Buffer.from([2, 3]));
   });

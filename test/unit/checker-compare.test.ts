@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { type ColumnSchema, schemaDifferences, type TableSchema } from '../../src/checker/schema-compare.ts';
 import { canonicalJson, canonicalValue, classify, compareKeys, effectiveState, isFinding, keyParam, lwwWinner, sameState } from '../../src/checker/compare-values.ts';
 import { formatStateReport, type NodeState, type StateReport, stateReportToJson } from '../../src/checker/report.ts';
 
@@ -155,5 +156,37 @@ describe('report rendering', () => {
   it('JSON keeps 64-bit versions exact as strings', () => {
     const json = JSON.parse(stateReportToJson(report));
     expect(json.tables[0].findings[0].states[0]).toEqual({ kind: 'row', version: '18446744073709551615', values: { v: null, w: 'same' } });
+  });
+});
+
+describe('schema differences', () => {
+  const column = (over: Partial<ColumnSchema> = {}): ColumnSchema => ({
+    name: 'c',
+    columnType: 'varchar(10)',
+    nullable: 'YES',
+    extra: '',
+    generation: '',
+    charset: 'utf8mb4',
+    collation: 'utf8mb4_general_ci',
+    columnDefault: null,
+    ...over,
+  });
+  const label = (i: number) => 'ABC'[i]!;
+  it('names each attribute that differs from node A, per node, and UNIQUE keys present on one side only', () => {
+    const a: TableSchema = { columns: [column(), column({ name: 'n', columnType: 'int(11)' })], uniqueKeys: [['c'], ['n', 'c']] };
+    const b: TableSchema = { columns: [column({ collation: 'utf8mb4_bin', nullable: 'NO', columnDefault: 'x' }), column({ name: 'n', columnType: 'int' })], uniqueKeys: [['n', 'c']] };
+    const c: TableSchema = { columns: [column({ extra: 'INVISIBLE' })], uniqueKeys: [['c'], ['n', 'c'], ['n']] };
+    expect(schemaDifferences([a, b, c], label)).toEqual([
+      'column c: collation utf8mb4_general_ci on node A, utf8mb4_bin on node B',
+      'column c: nullable NULL on node A, NOT NULL on node B',
+      'column c: default none on node A, "x" on node B',
+      'UNIQUE key (c) on node A only, not on node B',
+      'column c: extra none on node A, invisible on node C',
+      'UNIQUE key (n) on node C only, not on node A',
+    ]);
+  });
+  it('equal definitions (integer display widths aside) have none', () => {
+    const a: TableSchema = { columns: [column({ columnType: 'int(11)' })], uniqueKeys: [['c']] };
+    expect(schemaDifferences([a, { ...a, columns: [column({ columnType: 'int' })] }], label)).toEqual([]);
   });
 });

@@ -1,3 +1,4 @@
+import { jsonTypeSignatureSql } from '../../src/sql/json-types.ts';
 import { describe, expect, it } from 'vitest';
 import {
   chunkBoundarySql,
@@ -45,7 +46,8 @@ describe('column terms of the checksum', () => {
   });
   it('strings are utf8mb4 with their length in front; binary is hex; BIT is its integer', () => {
     expect(checksumTermSql(col('s', 'varchar', 'varchar(20)'))).toBe("CONCAT(CHAR_LENGTH(`s`), ':', CONVERT(`s` USING utf8mb4))");
-    expect(checksumTermSql(col('e', 'enum', "enum('a','b')"))).toBe("CONCAT(CHAR_LENGTH(`e`), ':', CONVERT(`e` USING utf8mb4))");
+    // ENUM index 0 (the error value a non-strict session stores) reads as '' like a member '' would.
+    expect(checksumTermSql(col('e', 'enum', "enum('a','b')"))).toBe("IF(`e` + 0 = 0, '!', CONCAT(CHAR_LENGTH(`e`), ':', CONVERT(`e` USING utf8mb4)))");
     expect(checksumTermSql(col('b', 'varbinary', 'varbinary(8)'))).toBe('HEX(`b`)');
     expect(checksumTermSql(col('x', 'bit', 'bit(64)'))).toBe('CAST(`x` AS UNSIGNED)');
   });
@@ -53,7 +55,9 @@ describe('column terms of the checksum', () => {
     expect(checksumTermSql(col('b', 'longblob'))).toBe('SHA2(`b`, 256)');
     expect(checksumTermSql(col('g', 'geometry'))).toBe('SHA2(`g`, 256)');
     expect(checksumTermSql(col('t', 'mediumtext'))).toBe('SHA2(CONVERT(`t` USING utf8mb4), 256)');
-    expect(checksumTermSql(col('j', 'json', 'json', true))).toBe('SHA2(CONVERT(`j` USING utf8mb4), 256)');
+    // MySQL JSON: its text plus the scalars whose type the text loses (the walk itself: json-types.ts).
+    expect(checksumTermSql(col('j', 'json', 'json', true))).toBe(`SHA2(CONCAT(CONVERT(\`j\` USING utf8mb4), IFNULL(CONCAT(' /* ', ${jsonTypeSignatureSql('j')}, ' */'), '')), 256)`);
+    expect(jsonTypeSignatureSql('j')).toContain("WHERE JSON_TYPE(_lww_jv) NOT IN ('OBJECT', 'ARRAY', 'BOOLEAN', 'NULL', 'INTEGER', 'DOUBLE', 'STRING')");
     expect(checksumTermSql(col('j', 'longtext', 'longtext', true))).toBe('SHA2(CONVERT(`j` USING utf8mb4), 256)');
   });
   it('a row is one term per column, NULL as N, joined by # with CONCAT so a failed term makes the digest NULL', () => {

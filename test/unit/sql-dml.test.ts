@@ -90,7 +90,7 @@ describe('LWW upsert', () => {
     expect(replaceRows(shape, [[1, doc, '10']]).sql).toBe(
       'REPLACE INTO `db`.`t` (`id`, `name`, `_lww_ts`) VALUES (?, JSON_SET(CAST(? AS JSON), ?, CAST(? AS DECIMAL(3,2)), ?, CAST(? AS DATE)), ?)',
     );
-    expect(typedJsonExpr(new TypedJson('[5]', [{ path: '$[0]', type: 'unsigned', value: '5' }])).sql).toBe('JSON_SET(CAST(? AS JSON), ?, CAST(? AS UNSIGNED))');
+    expect(typedJsonExpr(new TypedJson('[5]', [{ path: '$[0]', type: 'unsigned', value: '5' }])).sql).toBe('JSON_SET(CAST(? AS JSON), ?, CAST(CAST(? AS CHAR) AS UNSIGNED))');
     expect(() => typedJsonExpr(new TypedJson('1', [{ path: '$', type: 'decimal', value: '1', precision: 66, scale: 0 }]))).toThrow(/DECIMAL\(66,0\)/);
     expect(() => lockTombstones(tomb, [[doc]])).toThrow(/typed JSON/);
   });
