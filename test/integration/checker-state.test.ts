@@ -255,6 +255,24 @@ describeEachEngine('state check', 2, (ctx) => {
     ]);
   });
 
+  it("one key spelled otherwise by the nodes' rows ('a' and 'A' under _ci, 'b' and 'b ' under PAD SPACE) is one finding of that key, not a row missing on each side", async () => {
+    const db = 'chk_spell';
+    const ddl = 'CREATE TABLE {{db}}.t (k VARCHAR(12) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NOT NULL PRIMARY KEY, v INT NULL, _lww_ts BIGINT UNSIGNED NOT NULL)';
+    await twoNodes(db, () => [ddl]);
+    const [a, b] = conns as [Connection, Connection];
+    const t = quoteTable(db, 't');
+    await onBoth(`INSERT INTO ${t} VALUES ('same', 1, 10)`);
+    await a.query(`INSERT INTO ${t} VALUES ('a', 1, 10), ('b', 2, 10)`);
+    await b.query(`INSERT INTO ${t} VALUES ('A', 1, 10), ('b ', 2, 20)`);
+    const report = await checkState({ nodes: urls, tables: [`${db}.t`] });
+    expect(summary(report)).toEqual({ [`${db}.t:a`]: 'value_mismatch>-', [`${db}.t:b`]: 'version_mismatch>1' });
+    const spellings = report.tables[0]!.findings.map((f) => f.states.map((s) => (s.kind === 'row' ? s.values['(key as stored)'] : s.kind)));
+    expect(spellings).toEqual([
+      ['["a"]', '["A"]'],
+      ['["b"]', '["b "]'],
+    ]);
+  });
+
   it('every column type compares equal when the data is equal, and a change in any one column is found', async () => {
     const db = 'chk_types';
     const ddl =
