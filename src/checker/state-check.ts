@@ -519,7 +519,7 @@ class StateChecker {
     };
     return {
       target: { schema, table, key },
-      columns: perNode.map(pick),
+      columns: alikeLargeValues(perNode.map(pick), keyNames),
       names,
       termNames: names.filter((n) => n !== versionColumn),
       keyNames,
@@ -711,6 +711,30 @@ interface SideHandlers {
   onDiff: (maps: Array<RowMap | undefined>, differing: number[]) => Promise<Set<number>>;
   onUnexplained: (range: Range, node: number, a: Checksum, b: Checksum) => void;
   onChunk?: (range: Range) => Promise<void>;
+}
+
+const SHORT_TEXT = new Set(['char', 'varchar']);
+const LONG_TEXT = new Set(['tinytext', 'text', 'mediumtext', 'longtext']);
+const SHORT_BINARY = new Set(['binary', 'varbinary']);
+const LONG_BINARY = new Set(['tinyblob', 'blob', 'mediumblob', 'longblob']);
+
+/**
+ * A column that is a short string on one node and a TEXT/BLOB on another is hashed alike on every
+ * node (as a large value), so equal data compares equal: the two forms hash differently.
+ */
+function alikeLargeValues(perNode: Array<ValueColumn[] | undefined>, keyNames: readonly string[]): Array<ValueColumn[] | undefined> {
+  const present = perNode.filter((c): c is ValueColumn[] => c !== undefined);
+  if (present.length < 2) return perNode;
+  const large = new Map<string, string>();
+  present[0]!.forEach((first, j) => {
+    if (keyNames.includes(first.name)) return;
+    const types = present.map((cols) => cols[j]!.dataType);
+    for (const [short, long, as] of [[SHORT_TEXT, LONG_TEXT, 'longtext'], [SHORT_BINARY, LONG_BINARY, 'longblob']] as const) {
+      if (types.some((t) => short.has(t)) && types.some((t) => long.has(t)) && types.every((t) => short.has(t) || long.has(t))) large.set(first.name, as);
+    }
+  });
+  if (large.size === 0) return perNode;
+  return perNode.map((cols) => cols?.map((c) => (large.has(c.name) ? { ...c, dataType: large.get(c.name)! } : c)));
 }
 
 const SPELLABLE_KEY_TYPES = new Set(['char', 'varchar', 'tinytext', 'text', 'mediumtext', 'longtext', 'enum', 'set', 'float', 'double', 'real']);

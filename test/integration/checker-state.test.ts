@@ -273,6 +273,23 @@ describeEachEngine('state check', 2, (ctx) => {
     ]);
   });
 
+  it('equal data in a VARCHAR on one node and a TEXT on the other (VARBINARY and BLOB alike) compares equal: a schema difference, no finding', async () => {
+    const db = 'chk_lob';
+    await twoNodes(db, (node) => [
+      `CREATE TABLE {{db}}.t (id INT NOT NULL PRIMARY KEY, s ${node === 0 ? 'VARCHAR(100)' : 'TEXT'} NULL, b ${node === 0 ? 'VARBINARY(100)' : 'BLOB'} NULL, _lww_ts BIGINT UNSIGNED NOT NULL)`,
+    ]);
+    await onBoth(fillSql(db, 't', 300, "CONCAT('text ', id), UNHEX(HEX(id)), id"));
+    const [a] = conns as [Connection];
+    await a.query(`UPDATE ${quoteTable(db, 't')} SET s = 'other' WHERE id = 7`);
+    const report = await checkState({ nodes: urls, tables: [`${db}.t`], chunkSize: 100 });
+    expect(summary(report)).toEqual({ [`${db}.t:7`]: 'value_mismatch>-' });
+    expect(report.tables[0]!.counts.unexplained_chunk).toBe(0);
+    expect(report.tables[0]!.schemaDifferences).toEqual([
+      'column s: type varchar(100) on node A, text on node B (data compared by value)',
+      'column b: type varbinary(100) on node A, blob on node B (data compared by value)',
+    ]);
+  });
+
   it('every column type compares equal when the data is equal, and a change in any one column is found', async () => {
     const db = 'chk_types';
     const ddl =
