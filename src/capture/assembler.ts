@@ -820,6 +820,14 @@ export class TransactionAssembler {
             `delete rows with DELETE (which replicates with tombstones) instead of TRUNCATE; to go on, truncate ${t.schema}.${t.table} on every node too, then resume from a position after this statement`,
           );
         }
+        if (ddl.removesRows && !this.options.includeApplied) {
+          throw new CaptureRefusedError(
+            `ALTER TABLE … ${ddl.removesRows} removes or swaps rows without row events, tombstones or versions, so the peers cannot tell which of their rows it changed`,
+            `${t.schema}.${t.table}`,
+            position,
+            `delete rows with DELETE (which replicates with tombstones) instead; to go on, run the same statement on every node too, then resume from a position after this statement (lww-sink sync repairs what differs)`,
+          );
+        }
         // A table created (or renamed in) after the stream opened: its tombstones' owner (knowTables).
         this.noteTable(t.schema, t.table);
         items.push({ kind: 'schema', change: { schema: t.schema, table: t.table, kind: ddl.kind, query: q, position } });

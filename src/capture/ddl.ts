@@ -20,6 +20,8 @@ export interface DdlStatement {
   tables: Array<{ schema: string; table: string }>;
   /** Schema-level DDL: the schema it names. */
   schema?: string;
+  /** ALTER TABLE that removes or swaps rows without row events: the clause (TRUNCATE / DROP / EXCHANGE / CONVERT PARTITION, the last MariaDB's). */
+  removesRows?: string;
 }
 
 type Token = { kind: 'word'; text: string; quoted: boolean } | { kind: 'punct'; text: string };
@@ -88,6 +90,26 @@ class Cursor {
     }
     this.i += words.length;
     return true;
+  }
+  /** The first of the keyword sequences found from here on (unquoted words), its first word; the cursor stays. */
+  findSequence(...sequences: string[][]): string | undefined {
+    for (let k = this.i; k < this.tokens.length; k++) {
+      const found = sequences.find((seq) =>
+        seq.every((w, n) => {
+          const t = this.tokens[k + n];
+          return t?.kind === 'word' && !t.quoted && t.text.toUpperCase() === w;
+        }),
+      );
+      if (found) return found[0];
+    }
+    return undefined;
+  }
+  /** Moves past the next occurrence of the keyword sequence; false (cursor unmoved) when there is none. */
+  skipTo(...words: string[]): boolean {
+    const start = this.i;
+    for (; this.i < this.tokens.length; this.i++) if (this.accept(...words)) return true;
+    this.i = start;
+    return false;
   }
   skipAny(...words: string[]): void {
     while (this.peekKeyword(...words)) this.i++;
@@ -159,7 +181,16 @@ export function parseDdl(query: string, defaultSchema: string): DdlStatement | u
     if (c.accept('TABLE')) {
       c.accept('IF', 'EXISTS');
       const t = c.qualifiedName(defaultSchema);
-      return t ? { kind: 'alter_table', tables: [t] } : undefined;
+      if (!t) return undefined;
+      // Partition maintenance that deletes rows (or swaps them with another table's) logs no row events.
+      const removesRows = c.findSequence(['TRUNCATE', 'PARTITION'], ['DROP', 'PARTITION'], ['EXCHANGE', 'PARTITION'], ['CONVERT', 'PARTITION']);
+      if (!removesRows) return { kind: 'alter_table', tables: [t] };
+      const tables = [t];
+      if (removesRows.startsWith('EXCHANGE') && c.skipTo('WITH', 'TABLE')) {
+        const other = c.qualifiedName(defaultSchema);
+        if (other) tables.push(other);
+      }
+      return { kind: 'alter_table', tables, removesRows: `${removesRows} PARTITION` };
     }
     if (c.accept('DATABASE') || c.accept('SCHEMA')) {
       const schema = c.word();

@@ -18,8 +18,9 @@ const DDL = [
   'CREATE TABLE {{db}}.p (id INT PRIMARY KEY, n INT) ENGINE=InnoDB',
   'CREATE TABLE {{db}}.ch (id INT PRIMARY KEY, pid INT NOT NULL, v INT, FOREIGN KEY (pid) REFERENCES {{db}}.p (id) ON DELETE CASCADE) ENGINE=InnoDB',
   "CREATE TABLE {{db}}.en (id INT PRIMARY KEY, c ENUM('', 'a') NOT NULL)",
+  'CREATE TABLE {{db}}.pt (id INT PRIMARY KEY, v INT) PARTITION BY RANGE (id) (PARTITION p0 VALUES LESS THAN (100), PARTITION p1 VALUES LESS THAN (200), PARTITION p2 VALUES LESS THAN MAXVALUE)',
 ];
-const TABLES = ['t', 'ro', 'p', 'ch', 'en'];
+const TABLES = ['t', 'ro', 'p', 'ch', 'en', 'pt'];
 
 describeEachEngine('capture fails closed', 2, (ctx) => {
   let urls: string[];
@@ -173,6 +174,21 @@ describeEachEngine('capture fails closed', 2, (ctx) => {
     await resumeAfterRefusal();
     await a.query("UPDATE fc.en SET c = '' WHERE id = 1");
     await eventually('the member to cross', async () => Number((await b.query<RowDataPacket[]>('SELECT c + 0 AS i FROM fc.en WHERE id = 1'))[0][0]!.i), (i) => i === 1, 30_000);
+  });
+
+  it('ALTER TABLE … TRUNCATE PARTITION and DROP PARTITION of a captured table stop A→B naming the clause; the peer keeps its rows', async () => {
+    await a.query('INSERT INTO fc.pt (id, v) VALUES (1, 1), (150, 2), (250, 3)');
+    expect(await same('pt')).toContain('"id":250');
+    const before = await snapshot(b, DB, 'pt');
+    await a.query('ALTER TABLE fc.pt TRUNCATE PARTITION p0');
+    await expectLoudStop(/fc\.pt.*TRUNCATE PARTITION/s);
+    expect(await snapshot(b, DB, 'pt')).toBe(before);
+    await resumeAfterRefusal(() => b.query('ALTER TABLE fc.pt TRUNCATE PARTITION p0').then(() => undefined));
+    await a.query('ALTER TABLE fc.pt DROP PARTITION p1');
+    await expectLoudStop(/fc\.pt.*DROP PARTITION/s);
+    await resumeAfterRefusal(() => b.query('ALTER TABLE fc.pt DROP PARTITION p1').then(() => undefined));
+    await a.query('INSERT INTO fc.pt (id, v) VALUES (260, 4)');
+    expect(await same('pt')).toContain('"id":260');
   });
 
   it('TRUNCATE of a captured table stops A→B naming the table', async () => {

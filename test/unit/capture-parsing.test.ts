@@ -35,6 +35,16 @@ describe('DDL recognition', () => {
       },
     ],
     ['TRUNCATE t', { kind: 'truncate_table', tables: [{ schema: 'app', table: 't' }] }],
+    ['ALTER TABLE s.p TRUNCATE PARTITION p0, p1', { kind: 'alter_table', tables: [{ schema: 's', table: 'p' }], removesRows: 'TRUNCATE PARTITION' }],
+    ['alter table p drop partition p1', { kind: 'alter_table', tables: [{ schema: 'app', table: 'p' }], removesRows: 'DROP PARTITION' }],
+    [
+      'ALTER TABLE p EXCHANGE PARTITION p0 WITH TABLE x.q WITHOUT VALIDATION',
+      { kind: 'alter_table', tables: [{ schema: 'app', table: 'p' }, { schema: 'x', table: 'q' }], removesRows: 'EXCHANGE PARTITION' },
+    ],
+    ['ALTER TABLE p CONVERT PARTITION p0 TO TABLE p_old', { kind: 'alter_table', tables: [{ schema: 'app', table: 'p' }], removesRows: 'CONVERT PARTITION' }],
+    // Adding or reorganising partitions keeps every row; a column named `drop` is no clause.
+    ['ALTER TABLE p ADD PARTITION (PARTITION p9 VALUES LESS THAN (900))', { kind: 'alter_table', tables: [{ schema: 'app', table: 'p' }] }],
+    ['ALTER TABLE p ADD COLUMN `drop` INT, ADD COLUMN `partition` INT', { kind: 'alter_table', tables: [{ schema: 'app', table: 'p' }] }],
     ['CREATE UNIQUE INDEX i ON s.t (a)', { kind: 'create_index', tables: [{ schema: 's', table: 't' }] }],
     ['DROP INDEX i ON t', { kind: 'drop_index', tables: [{ schema: 'app', table: 't' }] }],
     ['CREATE DATABASE IF NOT EXISTS shop', { kind: 'create_schema', tables: [], schema: 'shop' }],
