@@ -322,6 +322,24 @@ export async function install(options: InstallOptions): Promise<InstallResult> {
         problems.push(e);
       }
     }
+    // A foreign key whose ON DELETE / ON UPDATE action changes this table when a parent that is not
+    // installed changes: no trigger sees those changes (MariaDB does not even log them), so the
+    // peers keep the old child rows without a word. The parent's triggers are what carry them.
+    const installing = new Set(refs.map(formatTableRef));
+    for (const inspection of inspections) {
+      for (const fk of inspection.cascadingForeignKeys) {
+        const parent = formatTableRef({ schema: inspection.schema, table: fk.parent });
+        if (installing.has(parent) || registry.has(parent)) continue;
+        problems.push(
+          new UnsupportedTableError(
+            inspection.schema,
+            inspection.table,
+            `its foreign key ${fk.name} (ON DELETE ${fk.onDelete}, ON UPDATE ${fk.onUpdate}) changes its rows when ${parent} changes, and ${parent} is not installed: ` +
+              `those changes fire no trigger and get no tombstone or version, so the other nodes would keep the old rows; install ${parent} too (in the same run or before), or make the foreign key RESTRICT / NO ACTION`,
+          ),
+        );
+      }
+    }
     // One refusal is thrown as it is; several are listed together, so one run shows them all.
     if (problems.length === 1) throw problems[0];
     if (problems.length > 1) throw new InstallRefusedError(problems);

@@ -128,6 +128,21 @@ describeEachEngine('install and uninstall', 1, (ctx) => {
     await conn.query('DROP TABLE app.bitpk');
   });
 
+  it('refuses a table whose foreign key changes it when a parent that is not installed changes (no trigger would see it), naming both; installs the two together', async () => {
+    await conn.query('DROP DATABASE IF EXISTS fkapp');
+    await conn.query('CREATE DATABASE fkapp');
+    await conn.query('CREATE TABLE fkapp.p (id INT PRIMARY KEY) ENGINE=InnoDB');
+    await conn.query('CREATE TABLE fkapp.c (id INT PRIMARY KEY, pid INT, CONSTRAINT fk_p FOREIGN KEY (pid) REFERENCES fkapp.p (id) ON DELETE CASCADE) ENGINE=InnoDB');
+    await expect(install({ url, nodeId: NODE, tables: ['fkapp.c'] })).rejects.toThrow(
+      /fkapp\.c cannot be replicated: its foreign key fk_p \(ON DELETE CASCADE, ON UPDATE (RESTRICT|NO ACTION)\) changes its rows when fkapp\.p changes, and fkapp\.p is not installed/,
+    );
+    expect(await rows(conn, "SELECT 1 FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = 'fkapp'")).toHaveLength(0);
+    const both = await install({ url, nodeId: NODE, tables: ['fkapp.p', 'fkapp.c'] });
+    expect(both.tables.map((t) => t.table)).toEqual(['p', 'c']);
+    await uninstall({ url, tables: ['fkapp.p', 'fkapp.c'] });
+    await conn.query('DROP DATABASE fkapp');
+  });
+
   it('a dry run on a node never installed (no metadata schema, no secret yet) plans the triggers and changes nothing', async () => {
     const planned: PlannedStatement[] = [];
     await install({ connection: recordingConnection(conn, planned), nodeId: NODE, metaSchema: 'lww_dry', tables: ['app.versioned'] });
