@@ -5,7 +5,9 @@ import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { UnknownTableError, UnsupportedTableError } from '../errors.ts';
 import { COLUMNS_SQL, TABLE_EXISTS_SQL, UNIQUE_KEYS_SQL } from '../sql/introspect.ts';
 import { isGeneratedColumn, unsupportedKeyColumn } from '../model/table.ts';
-import { CASCADING_FOREIGN_KEYS_SQL } from '../sql/install.ts';
+import { CASCADING_FOREIGN_KEYS_SQL, TABLE_TRIGGER_BODIES_SQL } from '../sql/install.ts';
+import { TRIGGER_KINDS } from '../sql/triggers.ts';
+import { triggerName } from '../model/names.ts';
 
 export interface TableInspection {
   schema: string;
@@ -54,6 +56,21 @@ export async function inspectTable(conn: Connection, schema: string, table: stri
     onDelete: String(f.onDelete),
     onUpdate: String(f.onUpdate),
   }));
+  // The application's own triggers also fire for the rows the sink writes on every other node: a
+  // value one sets (NEW.updated_at = NOW()) differs from the source's at the same version, a row it
+  // writes elsewhere is written again on each node. Only a body that skips the sink's sessions is safe.
+  const ours = new Set(TRIGGER_KINDS.map((k) => triggerName(table, k)));
+  const [triggers] = await conn.query<RowDataPacket[]>(TABLE_TRIGGER_BODIES_SQL, [schema, table]);
+  const unguarded = triggers.filter((t) => !ours.has(String(t.name)) && !/@lww_apply\b/i.test(String(t.body)));
+  if (unguarded.length > 0) {
+    const names = unguarded.map((t) => `${t.name} (${t.timing} ${t.event})`).join(', ');
+    throw new UnsupportedTableError(
+      schema,
+      table,
+      `its trigger(s) ${names} would run again on every node for the rows replicated there (a value it sets would differ from the source's at the same version; rows it writes would be written twice): ` +
+        "make each body skip the sink's sessions — wrap it in IF @lww_apply IS NULL THEN … END IF — then run install again",
+    );
+  }
   const versionColumnInvisible = /\bINVISIBLE\b/i.test(String(version?.extra ?? ''));
   return { schema, table, primaryKey, versionColumnType, versionColumnInvisible, cascadingForeignKeys };
 }

@@ -17,6 +17,11 @@ export const TABLE_TRIGGERS_SQL =
   'SELECT TRIGGER_NAME AS name, ACTION_TIMING AS timing, EVENT_MANIPULATION AS event FROM information_schema.TRIGGERS' +
   ' WHERE EVENT_OBJECT_SCHEMA = ? AND EVENT_OBJECT_TABLE = ?';
 
+/** Triggers on one table with their bodies (bound: schema, table). */
+export const TABLE_TRIGGER_BODIES_SQL =
+  'SELECT TRIGGER_NAME AS name, ACTION_TIMING AS timing, EVENT_MANIPULATION AS event, ACTION_STATEMENT AS body FROM information_schema.TRIGGERS' +
+  ' WHERE EVENT_OBJECT_SCHEMA = ? AND EVENT_OBJECT_TABLE = ?';
+
 /** One row whose Value is OFF where MySQL's foreign keys live in the SQL layer (9.6+); no row on MariaDB and older MySQL. */
 export const NATIVE_FOREIGN_KEYS_SQL = "SHOW GLOBAL VARIABLES LIKE 'innodb_native_foreign_keys'";
 

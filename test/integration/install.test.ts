@@ -143,6 +143,33 @@ describeEachEngine('install and uninstall', 1, (ctx) => {
     await conn.query('DROP DATABASE fkapp');
   });
 
+  it("refuses a table with an application trigger that would run again for replicated rows, naming it; one that skips the sink's sessions is taken and skipped by the sink", async () => {
+    await conn.query('DROP DATABASE IF EXISTS trgapp');
+    await conn.query('CREATE DATABASE trgapp');
+    await conn.query('CREATE TABLE trgapp.t (id INT PRIMARY KEY, v INT, touched DATETIME(6) NULL) ENGINE=InnoDB');
+    await conn.query('CREATE TRIGGER trgapp.touch BEFORE UPDATE ON trgapp.t FOR EACH ROW SET NEW.touched = NOW(6)');
+    await expect(install({ url, nodeId: NODE, tables: ['trgapp.t'] })).rejects.toThrow(
+      /trgapp\.t cannot be replicated: its trigger\(s\) touch \(BEFORE UPDATE\) would run again on every node[\s\S]*IF @lww_apply IS NULL THEN/,
+    );
+    expect(await rows(conn, "SELECT 1 FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = 'trgapp'")).toHaveLength(1);
+    await conn.query('DROP TRIGGER trgapp.touch');
+    await conn.query('CREATE TRIGGER trgapp.touch BEFORE UPDATE ON trgapp.t FOR EACH ROW BEGIN IF @lww_apply IS NULL THEN SET NEW.touched = NOW(6); END IF; END');
+    await install({ url, nodeId: NODE, tables: ['trgapp.t'] });
+    await conn.query('INSERT INTO trgapp.t (id, v) VALUES (1, 1)');
+    await conn.query('UPDATE trgapp.t SET v = 2 WHERE id = 1');
+    expect((await rows(conn, 'SELECT touched FROM trgapp.t'))[0]!.touched).not.toBeNull();
+    const sink = createSink({ target: url, failpoints: '' });
+    try {
+      await sink.write({ sourceId: 'trg', position: '1', changes: [{ schema: 'trgapp', table: 't', op: 'update', before: { id: 1 }, after: { id: 1, v: 3, touched: '2001-01-01 00:00:00.000000' }, version: makeVersion(BigInt(Date.now() + 60_000) * 1000n, NODE + 1) }] });
+      await sink.flush();
+    } finally {
+      await sink.close();
+    }
+    expect(await rows(conn, 'SELECT v, CAST(touched AS CHAR) AS touched FROM trgapp.t')).toEqual([{ v: 3, touched: '2001-01-01 00:00:00.000000' }]);
+    await uninstall({ url, tables: ['trgapp.t'] });
+    await conn.query('DROP DATABASE trgapp');
+  });
+
   it('a dry run on a node never installed (no metadata schema, no secret yet) plans the triggers and changes nothing', async () => {
     const planned: PlannedStatement[] = [];
     await install({ connection: recordingConnection(conn, planned), nodeId: NODE, metaSchema: 'lww_dry', tables: ['app.versioned'] });
