@@ -14,6 +14,8 @@ export interface ValueColumn {
   columnType: string;
   /** JSON column (MariaDB: LONGTEXT with a json_valid() check). */
   json: boolean;
+  /** Character set of a text column, where known (sql/checksum.ts compares some by their bytes). */
+  charset?: string | null;
 }
 
 const Exact = BigNumber.clone({ EXPONENTIAL_AT: [-7, 20], DECIMAL_PLACES: 1e9 });

@@ -266,6 +266,7 @@ class StateChecker {
       dataType: c.dataType,
       columnType: c.columnType,
       json: c.dataType === 'json' || jsonColumns.has(c.name),
+      charset: c.charset,
     }));
     const definition = (await this.query(node, COLUMNS_SQL, [schema, table])) as unknown as ColumnSchema[];
     return { meta, columns, schema: { columns: definition, uniqueKeys: Object.values(meta.uniqueKeys) } };

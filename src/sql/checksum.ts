@@ -36,6 +36,19 @@ export interface ChecksumColumn {
   columnType: string;
   /** True for JSON columns, including MariaDB's LONGTEXT ones with a json_valid() check. */
   json: boolean;
+  /** Character set of a text column (information_schema CHARACTER_SET_NAME), where known. */
+  charset?: string | null;
+}
+
+/** Character sets whose every value converts to a distinct utf8mb4 text: compared as that text. */
+const TEXT_EXACT_CHARSETS = new Set(['utf8mb4', 'utf8mb3', 'utf8', 'latin1', 'ascii', 'ucs2', 'utf16', 'utf16le', 'utf32', 'binary']);
+
+/**
+ * A text column in a character set where two stored values can read as one text (Shift-JIS 0x5C and
+ * 0x815F both read as a backslash): compared by its bytes, or the check would call them equal.
+ */
+function comparedAsBytes(col: ChecksumColumn): boolean {
+  return typeof col.charset === 'string' && !TEXT_EXACT_CHARSETS.has(col.charset) && (STRING_TYPES.has(col.dataType) || TEXT_LOB_TYPES.has(col.dataType));
 }
 
 export interface KeyColumn {
@@ -82,6 +95,7 @@ function largeValue(col: ChecksumColumn): string | undefined {
   const q = quoteIdent(col.name);
   // MySQL JSON: the text and the scalars whose type the text loses (`1.0 /* $ DECIMAL */`).
   if (col.dataType === 'json') return `CONCAT(CONVERT(${q} USING utf8mb4), IFNULL(CONCAT(' /* ', ${jsonTypeSignatureSql(col.name)}, ' */'), ''))`;
+  if (TEXT_LOB_TYPES.has(col.dataType) && comparedAsBytes(col)) return `CAST(${q} AS BINARY)`;
   if (col.json || TEXT_LOB_TYPES.has(col.dataType)) return `CONVERT(${q} USING utf8mb4)`;
   if (BINARY_LOB_TYPES.has(col.dataType) || SPATIAL_TYPES.has(col.dataType)) return q;
   return undefined;
@@ -97,6 +111,7 @@ export function checksumTermSql(col: ChecksumColumn): string {
   // '!' is no length-prefixed text.
   if (t === 'enum') return `IF(${q} + 0 = 0, '!', ${stringTerm(q)})`;
   const large = largeValue(col);
+  if (!large && comparedAsBytes(col)) return `CONCAT(LENGTH(${q}), ':', HEX(${q}))`;
   if (large) return `SHA2(${large}, 256)`;
   if (INT_TYPES.has(t) || t === 'date' || (FLOAT_TYPES.has(t) && t !== 'float')) return q;
   if (t === 'float') return `CAST(${q} AS DOUBLE)`;
@@ -123,11 +138,14 @@ export function readTermSql(col: ChecksumColumn): string {
   if (large) {
     let whole = large;
     if (BINARY_LOB_TYPES.has(t)) whole = `CONCAT('0x', HEX(${q}))`;
+    else if (comparedAsBytes(col)) whole = `CONCAT(CONVERT(${q} USING utf8mb4), ' (0x', HEX(${q}), ')')`;
     else if (SPATIAL_TYPES.has(t)) whole = `CONCAT('SRID ', ST_SRID(${q}), ' 0x', HEX(SUBSTRING(${q}, 5)))`;
     return `IF(LENGTH(${large}) <= ${INLINE_BYTES}, ${whole}, CONCAT('sha256:', SHA2(${large}, 256), ' (', LENGTH(${large}), ' bytes)'))`;
   }
   if (FLOAT_TYPES.has(t)) return exactReadExpr(col)!;
   if (t === 'enum') return `IF(${q} + 0 = 0, '${ENUM_ERROR_TEXT}', CONVERT(${q} USING utf8mb4))`;
+  // The text and, where two values can read alike, the bytes that tell them apart.
+  if (comparedAsBytes(col)) return `CONCAT(CONVERT(${q} USING utf8mb4), ' (0x', HEX(${q}), ')')`;
   if (STRING_TYPES.has(t)) return `CONVERT(${q} USING utf8mb4)`;
   const term = checksumTermSql(col);
   return term.startsWith('HEX(') ? `CONCAT('0x', ${term})` : term;

@@ -1,4 +1,4 @@
-import type { Connection } from 'mysql2/promise';
+import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { afterAll, beforeAll, expect, it, vi } from 'vitest';
 import { checkState, type StateFinding, type StateReport } from '../../src/checker/index.ts';
 import { run as runCheck } from '../../src/cli/commands/check.ts';
@@ -288,6 +288,22 @@ describeEachEngine('state check', 2, (ctx) => {
       'column s: type varchar(100) on node A, text on node B (data compared by value)',
       'column b: type varbinary(100) on node A, blob on node B (data compared by value)',
     ]);
+  });
+
+  it('Shift-JIS values that read as one text (0x5C and 0x815F both read as a backslash) are told apart by their bytes, short and long', async () => {
+    const db = 'chk_sjis';
+    await twoNodes(db, () => ['CREATE TABLE {{db}}.t (id INT NOT NULL PRIMARY KEY, p VARCHAR(20) CHARACTER SET sjis NULL, x TEXT CHARACTER SET sjis NULL, _lww_ts BIGINT UNSIGNED NOT NULL)']);
+    const [a, b] = conns as [Connection, Connection];
+    const t = quoteTable(db, 't');
+    await onBoth(`INSERT INTO ${t} VALUES (1, 'same', 'same', 1), (2, NULL, NULL, 1), (3, NULL, NULL, 1)`);
+    await a.query(`UPDATE ${t} SET p = X'433A5C74656D70' WHERE id = 2`);
+    await b.query(`UPDATE ${t} SET p = X'433A815F74656D70' WHERE id = 2`);
+    await a.query(`UPDATE ${t} SET x = X'5C' WHERE id = 3`);
+    await b.query(`UPDATE ${t} SET x = X'815F' WHERE id = 3`);
+    const [[read]] = await a.query<RowDataPacket[]>(`SELECT CONVERT(p USING utf8mb4) = (SELECT CONVERT(X'433A815F74656D70' USING sjis)) AS alike FROM ${t} WHERE id = 2`);
+    expect(Number(read!.alike)).toBe(1);
+    const report = await checkState({ nodes: urls, tables: [`${db}.t`] });
+    expect(summary(report)).toEqual({ [`${db}.t:2`]: 'value_mismatch>-', [`${db}.t:3`]: 'value_mismatch>-' });
   });
 
   it('every column type compares equal when the data is equal, and a change in any one column is found', async () => {
