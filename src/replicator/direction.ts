@@ -13,7 +13,8 @@ import { connect, redactUrl } from '../db/connection.ts';
 import { checkSourceIdentity, readSourceIdentity, recordSourceIdentity } from './source-identity.ts';
 import { checkStreamHorizon } from '../gc/guard.ts';
 import { sourceClockMs } from '../gc/state.ts';
-import { DirectionFailedError, DirectionStalledError } from '../errors.ts';
+import { DirectionFailedError, DirectionStalledError, UnknownColumnError, UnknownTableError } from '../errors.ts';
+import { COLUMNS_SQL } from '../sql/introspect.ts';
 import { blockersSql, innodbTrxSql, KILL_CONNECTION_SQL, lockHoldersSql, processlistSql } from '../sql/watchdog.ts';
 import { describeStall, type ProgressSample, redactLiterals, StallClock, type StallReport, stallIsRepeated } from './watchdog.ts';
 import { type Classified, classifyFailure, failureMessage } from './classify.ts';
@@ -180,9 +181,15 @@ export class Direction {
         await this.runOnce();
       } catch (err) {
         if (this.stopped) break;
-        const failure = classifyFailure(err);
-        this.lastFailure = failure;
+        let failure = classifyFailure(err);
         this.lastError = failureMessage(err);
+        // Waiting for DDL to reach the target only helps while the source still has what is missing.
+        const gone = failure.kind === 'transient' ? await this.goneFromSource(err) : undefined;
+        if (gone) {
+          failure = { kind: 'permanent', cause: 'table or column gone from the source too' };
+          this.lastError = `${this.lastError}; ${gone}`;
+        }
+        this.lastFailure = failure;
         if (failure.kind === 'permanent') {
           // Restarting cannot fix it: stop loudly instead of looping.
           this.state = 'failed';
@@ -203,6 +210,35 @@ export class Direction {
       }
     }
     this.state = 'stopped';
+  }
+
+  /**
+   * For a target lacking a table or column the stream still writes: why waiting cannot help when
+   * the source lacks it now too (renamed or dropped on every node, so no DDL is on its way), or
+   * undefined (it is there: the target is behind, or the source cannot be asked now).
+   */
+  private async goneFromSource(err: unknown): Promise<string | undefined> {
+    let missing: UnknownTableError | UnknownColumnError | undefined;
+    for (let e: unknown = err, depth = 0; e && depth < 6 && !missing; e = (e as { cause?: unknown }).cause, depth++) {
+      if (e instanceof UnknownTableError || e instanceof UnknownColumnError) missing = e;
+    }
+    if (!missing) return undefined;
+    let conn: Connection | undefined;
+    try {
+      conn = await connect(this.options.source.url, { connectTimeoutMs: 5000 });
+      const [cols] = await conn.query<RowDataPacket[]>(COLUMNS_SQL, [missing.schema, missing.table]);
+      const what = missing instanceof UnknownColumnError ? `column ${missing.column} of ${missing.schema}.${missing.table}` : `table ${missing.schema}.${missing.table}`;
+      const there = missing instanceof UnknownColumnError ? cols.some((c) => c.name === missing.column) : cols.length > 0;
+      if (there) return undefined;
+      return (
+        `the source has no ${what} now either (renamed or dropped on every node), so no DDL is on its way: the binlog still holds changes to it that no node can take. ` +
+        'Resume from a position after its RENAME/DROP/ALTER (set the checkpoint), or restore it on the target'
+      );
+    } catch {
+      return undefined;
+    } finally {
+      conn?.destroy();
+    }
   }
 
   private pause(ms: number): Promise<void> {

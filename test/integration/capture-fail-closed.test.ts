@@ -19,8 +19,9 @@ const DDL = [
   'CREATE TABLE {{db}}.ch (id INT PRIMARY KEY, pid INT NOT NULL, v INT, FOREIGN KEY (pid) REFERENCES {{db}}.p (id) ON DELETE CASCADE) ENGINE=InnoDB',
   "CREATE TABLE {{db}}.en (id INT PRIMARY KEY, c ENUM('', 'a') NOT NULL)",
   'CREATE TABLE {{db}}.pt (id INT PRIMARY KEY, v INT) PARTITION BY RANGE (id) (PARTITION p0 VALUES LESS THAN (100), PARTITION p1 VALUES LESS THAN (200), PARTITION p2 VALUES LESS THAN MAXVALUE)',
+  'CREATE TABLE {{db}}.rn (id INT PRIMARY KEY, v INT)',
 ];
-const TABLES = ['t', 'ro', 'p', 'ch', 'en', 'pt'];
+const TABLES = ['t', 'ro', 'p', 'ch', 'en', 'pt', 'rn'];
 
 describeEachEngine('capture fails closed', 2, (ctx) => {
   let urls: string[];
@@ -199,5 +200,17 @@ describeEachEngine('capture fails closed', 2, (ctx) => {
     await resumeAfterRefusal(() => b.query('TRUNCATE TABLE fc.ro').then(() => undefined));
     await a.query('INSERT INTO fc.ro (id, a, b) VALUES (5, 1, 2)');
     expect(await same('ro')).toContain('"id":5');
+  });
+
+  it('a table renamed on every node while its changes wait in the binlog stops A→B for good, naming why (it restarted forever, waiting for DDL)', async () => {
+    await a.query('INSERT INTO fc.rn VALUES (1, 1)');
+    expect(await same('rn')).toContain('"id":1');
+    await replicator!.stop();
+    await a.query('INSERT INTO fc.rn VALUES (2, 2)');
+    await a.query('RENAME TABLE fc.rn TO fc.rn2');
+    await b.query('RENAME TABLE fc.rn TO fc.rn2');
+    replicator = await startReplicator(urls, { initialCopy: false });
+    await expectLoudStop(/table fc\.rn does not exist on the target.*the source has no table fc\.rn now either/s);
+    expect(aToB().lastFailure?.kind).toBe('permanent');
   });
 });
