@@ -776,6 +776,8 @@ interface ZongjiColumn {
   charset: string | null;
   /** Set by inspectTableMap: a MySQL JSON column zongji reads as a BLOB. */
   lwwJson?: boolean;
+  /** Set by inspectTableMap: a latin1 column zongji decodes as ISO-8859-1. */
+  lwwLatin1?: boolean;
 }
 
 interface ZongjiTableMap {
@@ -842,6 +844,11 @@ function inspectTableMap(event: TableMapEventShape, position: string | undefined
       col.type = TYPE_BLOB;
       col.charset = null;
       col.lwwJson = true;
+    }
+    // Zongji decodes latin1 as Windows-1252 without MySQL's five extra bytes: byte for byte instead (values.ts latin1Text).
+    if (col.charset === 'latin1') {
+      col.charset = 'iso-8859-1';
+      col.lwwLatin1 = true;
     }
   }
 }
@@ -917,7 +924,7 @@ function toCaptureEvent(event: AnyBinlogEvent): CaptureEvent | undefined {
       const e = event as unknown as RowsEventShape;
       const map = e.tableMap[e.tableId];
       if (!map) return undefined;
-      const columns: ColumnShape[] | undefined = map.columns?.map((c) => ({ name: c.name, type: c.lwwJson ? TYPE_JSON : c.type }));
+      const columns: ColumnShape[] | undefined = map.columns?.map((c) => ({ name: c.name, type: c.lwwJson ? TYPE_JSON : c.type, ...(c.lwwLatin1 ? { latin1: true } : {}) }));
       const name = event.getTypeName();
       const base = { type: 'rows' as const, schema: map.parentSchema, table: map.tableName, bytes: e.size, ...(map.lwwSourceColumns ? { sourceColumns: map.lwwSourceColumns } : {}) };
       // Zongji reads a column the image does not hold as null: those are left out instead.

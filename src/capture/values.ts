@@ -16,9 +16,25 @@ export const TYPE_BLOB = 252;
 export interface ColumnShape {
   name: string;
   type: number;
+  /** A latin1 text column, decoded byte for byte (ISO-8859-1) by zongji: see latin1Text. */
+  latin1?: boolean;
 }
 
-function normalizeValue(type: number, value: unknown): unknown {
+/**
+ * MySQL's latin1 is Windows-1252 with its five unassigned bytes (0x81, 0x8D, 0x8F, 0x90, 0x9D) kept
+ * as U+0081… ; zongji's Windows-1252 decoder turned those five into U+FFFD, a character latin1 does not
+ * have (the row could not be written back). Decoded as ISO-8859-1 (each byte its code point), the
+ * 0x80–0x9F range is mapped here as the server maps it.
+ */
+/** What bytes 0x80–0x9F are in MySQL's latin1, in byte order. */
+const LATIN1_80_9F = '\u20AC\u0081\u201A\u0192\u201E\u2026\u2020\u2021\u02C6\u2030\u0160\u2039\u0152\u008D\u017D\u008F\u0090\u2018\u2019\u201C\u201D\u2022\u2013\u2014\u02DC\u2122\u0161\u203A\u0153\u009D\u017E\u0178';
+
+export function latin1Text(isoDecoded: string): string {
+  return /[\u0080-\u009f]/.test(isoDecoded) ? isoDecoded.replace(/[\u0080-\u009f]/g, (c) => LATIN1_80_9F[c.charCodeAt(0) - 0x80]!) : isoDecoded;
+}
+
+function normalizeValue(type: number, value: unknown, latin1 = false): unknown {
+  if (latin1 && typeof value === 'string') return latin1Text(value);
   // Index 0 of an ENUM is the error value a non-strict server stores for invalid values; zongji has
   // no name for it. Not '': that is a member of ENUM('', ...).
   if (type === TYPE_ENUM && value === undefined) return ENUM_ERROR_VALUE;
@@ -40,10 +56,11 @@ function normalizeValue(type: number, value: unknown): unknown {
  */
 export function normalizeRow(row: Row, columns: readonly ColumnShape[] | undefined, absent?: ReadonlySet<string>): Row {
   const out: Row = {};
-  const types = new Map(columns?.map((c) => [c.name, c.type]));
+  const shapes = new Map(columns?.map((c) => [c.name, c]));
   for (const [name, value] of Object.entries(row)) {
     if (absent?.has(name)) continue;
-    out[name] = normalizeValue(types.get(name) ?? -1, value);
+    const shape = shapes.get(name);
+    out[name] = normalizeValue(shape?.type ?? -1, value, shape?.latin1);
   }
   return out;
 }

@@ -459,6 +459,29 @@ describeEachEngine('capture', 1, (ctx) => {
     expect(js instanceof TypedJson ? js.text : js).toBe(rows[0]!.js);
   });
 
+  it('latin1 text keeps every byte through capture and the sink, MySQL\'s five extra bytes (0x81, 0x8D, 0x8F, 0x90, 0x9D) too', async () => {
+    await conn.query('CREATE TABLE types.l1 (id INT PRIMARY KEY, v VARCHAR(300) CHARACTER SET latin1, x TEXT CHARACTER SET latin1, _lww_ts BIGINT UNSIGNED NOT NULL)');
+    await conn.query('DROP DATABASE IF EXISTS types_l1');
+    await conn.query('CREATE DATABASE types_l1');
+    await conn.query('CREATE TABLE types_l1.l1 LIKE types.l1');
+    const h = collector();
+    await capture(h, { from: await currentPosition(conn), tables: ['types.l1'] });
+    const every = Buffer.from(Array.from({ length: 255 }, (_, i) => i + 1));
+    await conn.query('INSERT INTO types.l1 VALUES (1, ?, ?, 1), (2, ?, ?, 1)', [every, every, Buffer.from([0x81, 0x8d, 0x8f, 0x90, 0x9d]), Buffer.from('plain')]);
+    await waitFor('the insert', () => h.txns.length >= 1);
+    const sink = createSink({ target: url, metaSchema: 'lww_sink_meta', failpoints: '' });
+    try {
+      for (const txn of h.txns) await sink.write({ ...txn, changes: txn.changes.map((c) => ({ ...c, schema: 'types_l1' })) });
+      await sink.flush();
+    } finally {
+      await sink.close();
+    }
+    const hex = async (db: string) => (await conn.query<RowDataPacket[]>(`SELECT id, HEX(v) AS v, HEX(x) AS x FROM ${quoteIdent(db)}.l1 ORDER BY id`))[0];
+    const source = await hex('types');
+    expect(source[0]!.v).toBe(every.toString('hex').toUpperCase());
+    expect(await hex('types_l1')).toEqual(source);
+  });
+
   it('JSON keeps every scalar\'s type and text through capture and the sink: DECIMAL, DATE, TIME, DATETIME, unsigned, 64-bit integers, doubles', async () => {
     await conn.query('CREATE TABLE types.jtyped (id INT PRIMARY KEY, js JSON, u INT UNSIGNED, _lww_ts BIGINT UNSIGNED NOT NULL)');
     await conn.query('DROP DATABASE IF EXISTS types_json');
