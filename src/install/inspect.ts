@@ -59,18 +59,24 @@ export async function inspectTable(conn: Connection, schema: string, table: stri
   // The application's own triggers also fire for the rows the sink writes on every other node: a
   // value one sets (NEW.updated_at = NOW()) differs from the source's at the same version, a row it
   // writes elsewhere is written again on each node. Only a body that skips the sink's sessions is safe.
-  const ours = new Set(TRIGGER_KINDS.map((k) => triggerName(table, k)));
   const [triggers] = await conn.query<RowDataPacket[]>(TABLE_TRIGGER_BODIES_SQL, [schema, table]);
-  const unguarded = triggers.filter((t) => !ours.has(String(t.name)) && !/@lww_apply\b/i.test(String(t.body)));
+  const unguarded = triggers.filter((t) => isUnguardedAppTrigger(table, String(t.name), String(t.body)));
   if (unguarded.length > 0) {
-    const names = unguarded.map((t) => `${t.name} (${t.timing} ${t.event})`).join(', ');
-    throw new UnsupportedTableError(
-      schema,
-      table,
-      `its trigger(s) ${names} would run again on every node for the rows replicated there (a value it sets would differ from the source's at the same version; rows it writes would be written twice): ` +
-        "make each body skip the sink's sessions — wrap it in IF @lww_apply IS NULL THEN … END IF — then run install again",
-    );
+    throw new UnsupportedTableError(schema, table, `${unguardedTriggersReason(unguarded.map((t) => `${t.name} (${t.timing} ${t.event})`))}, then run install again`);
   }
   const versionColumnInvisible = /\bINVISIBLE\b/i.test(String(version?.extra ?? ''));
   return { schema, table, primaryKey, versionColumnType, versionColumnInvisible, cascadingForeignKeys };
+}
+
+/** An application's trigger on a replicated table whose body does not skip the sink's sessions (it mentions no @lww_apply). */
+export function isUnguardedAppTrigger(table: string, name: string, body: string): boolean {
+  return !TRIGGER_KINDS.some((k) => triggerName(table, k) === name) && !/@lww_apply\b/i.test(body);
+}
+
+/** Why such triggers are refused, and what to do (`name (TIMING EVENT)` each). */
+export function unguardedTriggersReason(triggers: readonly string[]): string {
+  return (
+    `its trigger(s) ${triggers.join(', ')} would run again on every node for the rows replicated there (a value it sets would differ from the source's at the same version; rows it writes would be written twice): ` +
+    "make each body skip the sink's sessions — wrap it in IF @lww_apply IS NULL THEN … END IF"
+  );
 }

@@ -16,6 +16,8 @@ import type { Sink } from '../writer/sink.ts';
 import { type GcScheduleOptions, GcScheduler, type GcStatus } from '../gc/scheduler.ts';
 import { initialCopyOf } from './initial-copy.ts';
 import { formatTableRef, type TableRef } from '../install/table-list.ts';
+import { isUnguardedAppTrigger, unguardedTriggersReason } from '../install/inspect.ts';
+import { registeredTableTriggersSql } from '../sql/install.ts';
 import { Direction, type DirectionOptions, type DirectionStatus, type NodeRef } from './direction.ts';
 
 export class ReplicatorConfigError extends LwwError {}
@@ -99,6 +101,14 @@ export async function inspectNodes(urls: readonly string[], metaSchema: string):
       for (const t of tables) {
         const ref = { schema: String(t.schema_name), table: String(t.table_name) };
         registered.set(formatTableRef(ref), ref);
+      }
+      // A trigger added after install that does not skip the sink's sessions would run again for every replicated row.
+      const [triggers] = await conn.query<RowDataPacket[]>(registeredTableTriggersSql(metaSchema));
+      const unguarded = triggers.filter((t) => isUnguardedAppTrigger(String(t.tableName), String(t.name), String(t.body)));
+      if (unguarded.length > 0) {
+        const table = `${unguarded[0]!.schemaName}.${unguarded[0]!.tableName}`;
+        const names = unguarded.filter((t) => `${t.schemaName}.${t.tableName}` === table).map((t) => `${t.name} (${t.timing} ${t.event})`);
+        throw new ReplicatorConfigError(`node ${redactUrl(url)}: ${table} cannot be replicated: ${unguardedTriggersReason(names)}, then start again`);
       }
     } finally {
       await conn.end();

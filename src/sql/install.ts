@@ -22,6 +22,15 @@ export const TABLE_TRIGGER_BODIES_SQL =
   'SELECT TRIGGER_NAME AS name, ACTION_TIMING AS timing, EVENT_MANIPULATION AS event, ACTION_STATEMENT AS body FROM information_schema.TRIGGERS' +
   ' WHERE EVENT_OBJECT_SCHEMA = ? AND EVENT_OBJECT_TABLE = ?';
 
+/** Triggers on the registered (installed) tables, with their bodies. */
+export function registeredTableTriggersSql(metaSchema: string): string {
+  return (
+    'SELECT t.TRIGGER_NAME AS name, t.ACTION_TIMING AS timing, t.EVENT_MANIPULATION AS event, t.EVENT_OBJECT_SCHEMA AS schemaName,' +
+    ` t.EVENT_OBJECT_TABLE AS tableName, t.ACTION_STATEMENT AS body FROM information_schema.TRIGGERS t JOIN ${quoteTable(metaSchema, 'tables')} r` +
+    ' ON r.schema_name = t.EVENT_OBJECT_SCHEMA AND r.table_name = t.EVENT_OBJECT_TABLE'
+  );
+}
+
 /** One row whose Value is OFF where MySQL's foreign keys live in the SQL layer (9.6+); no row on MariaDB and older MySQL. */
 export const NATIVE_FOREIGN_KEYS_SQL = "SHOW GLOBAL VARIABLES LIKE 'innodb_native_foreign_keys'";
 

@@ -69,6 +69,16 @@ describeEachEngine('replicate refuses loudly', 2, (ctx) => {
         await conns[0]!.query("SET GLOBAL binlog_format = 'ROW'");
       }
 
+      // An application trigger added after install that does not skip the sink's sessions.
+      await conns[1]!.query('CREATE TRIGGER refuse.app_touch BEFORE UPDATE ON refuse.t FOR EACH ROW SET NEW.v = NEW.v + 1');
+      try {
+        const trigger = await exitOf(replicate(urls));
+        expect(trigger.code).not.toBe(0);
+        expect(trigger.output).toMatch(/refuse\.t cannot be replicated: its trigger\(s\) app_touch \(BEFORE UPDATE\) would run again on every node[\s\S]*IF @lww_apply IS NULL/);
+      } finally {
+        await conns[1]!.query('DROP TRIGGER refuse.app_touch');
+      }
+
       // A node without a binary log installs (install does not need one) but cannot be a source.
       const lone = await setupNodes([urls[0]!, noBinlog!.url], 'refuse', ['CREATE TABLE {{db}}.t (id INT PRIMARY KEY, v INT NOT NULL)'], ['t']);
       for (const c of lone) await c.end();
