@@ -145,7 +145,10 @@ export class Direction {
   /** The report of the last initial copy this direction ran (for status and tests). */
   lastCopy: CopyReport | undefined;
 
-  constructor(private readonly options: DirectionOptions) {
+  /** Set by setTables: the current run ends gracefully and the next one reads the new list. */
+  private reloading = false;
+
+  constructor(private options: DirectionOptions) {
     this.name = `${options.source.name}→${options.target.name}`;
     this.sourceId = `node-${options.source.nodeId}`;
   }
@@ -161,6 +164,17 @@ export class Direction {
   start(): Promise<void> {
     this.running ??= this.loop();
     return this.running;
+  }
+
+  /**
+   * Replicates another list of tables (install ran for more tables, or uninstall for some, while
+   * replicating): the current run commits what it read and ends, and the next one starts from the
+   * checkpoint with the new list, copying a table it has not copied before (initial copy) first.
+   */
+  setTables(tables: readonly TableSelector[]): void {
+    this.options = { ...this.options, tables };
+    this.reloading = true;
+    this.wake?.();
   }
 
   /** Graceful stop: stop reading, commit what was handed to the sink. */
@@ -252,6 +266,7 @@ export class Direction {
   }
 
   private async runOnce(): Promise<void> {
+    this.reloading = false;
     const { source, target } = this.options;
     this.state = 'starting';
     const sinkOptions = {
@@ -355,7 +370,7 @@ export class Direction {
       this.markStreaming();
       const stopRequested = new Promise<void>((resolve) => {
         this.wake = resolve;
-        if (this.stopped) resolve();
+        if (this.stopped || this.reloading) resolve();
       });
       const watchdog = this.watch(sink, capture);
       try {
@@ -363,7 +378,7 @@ export class Direction {
       } finally {
         watchdog.stop();
       }
-      if (this.stopped) {
+      if (this.stopped || this.reloading) {
         await capture.stop();
         await sink.close();
       }

@@ -34,8 +34,10 @@ export interface ReplicatorOptions {
    * in the order of `nodes`. The node must be the same server (a proxy in front of it, another address).
    */
   routes?: Readonly<Record<string, string>>;
-  /** Tables to replicate (`db.t`, or `db` for a schema); default: the tables registered by install on each node. */
+  /** Tables to replicate (`db.t`, or `db` for a schema); default: the tables registered by install on each node (read again every registryIntervalMs). */
   tables?: readonly TableSelector[];
+  /** How often the registered tables are read again when `tables` is not given (default 5000 ms). */
+  registryIntervalMs?: number;
   metaSchema?: string;
   versionColumn?: string;
   sink?: Partial<SinkOptionsInput>;
@@ -74,6 +76,26 @@ export interface ReplicatorStatus {
 }
 
 /** Reads each node's id and registered tables; refuses nodes that are not installed or share an id. */
+/** The tables registered by install on each node (a node that cannot be read rejects). */
+async function readRegisteredTables(urls: readonly string[], metaSchema: string): Promise<Array<Map<string, TableRef>>> {
+  const perNode: Array<Map<string, TableRef>> = [];
+  for (const url of urls) {
+    const conn = await connect(url, { connectTimeoutMs: 5000 });
+    try {
+      const [tables] = await conn.query<RowDataPacket[]>(registeredTablesSql(metaSchema));
+      const registered = new Map<string, TableRef>();
+      for (const t of tables) {
+        const ref = { schema: String(t.schema_name), table: String(t.table_name) };
+        registered.set(formatTableRef(ref), ref);
+      }
+      perNode.push(registered);
+    } finally {
+      conn.destroy();
+    }
+  }
+  return perNode;
+}
+
 export async function inspectNodes(urls: readonly string[], metaSchema: string): Promise<{ nodes: NodeRef[]; registered: TableRef[] }> {
   if (urls.length < 2) throw new ReplicatorConfigError('replication needs at least two nodes (--node URL --node URL)');
   const nodes: NodeRef[] = [];
@@ -124,6 +146,7 @@ export class Replicator {
   private done: Promise<unknown> | null = null;
   /** The GC loop (undefined when disabled); `runOnce()` runs a pass now. */
   gc: GcScheduler | undefined;
+  private registryTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly options: ReplicatorOptions) {
     this.log = options.logger ?? silentLogger;
@@ -183,6 +206,7 @@ export class Replicator {
     }
     this.done = Promise.all(this.directions.map((d) => d.start()));
     this.done.catch(() => undefined);
+    if (!this.options.tables) this.watchRegistry(metaSchema, registered);
     if (this.options.gc !== false) {
       this.gc = new GcScheduler({ ...this.options.gc, nodes: this.options.nodes, metaSchema }, this.log);
       this.gc.start();
@@ -207,7 +231,41 @@ export class Replicator {
     return this.done ?? Promise.resolve();
   }
 
+  /**
+   * Replicating the registered tables: a table installed (or uninstalled) on a node while this runs
+   * joins (or leaves) every direction within a few seconds; before, it waited for a restart while
+   * its writes reached no other node.
+   */
+  private watchRegistry(metaSchema: string, initial: readonly TableRef[]): void {
+    const current = new Map(initial.map((t) => [formatTableRef(t), t]));
+    let busy = false;
+    this.registryTimer = setInterval(async () => {
+      if (busy) return;
+      busy = true;
+      try {
+        const perNode = await readRegisteredTables(this.options.nodes, metaSchema);
+        // A table joins once installed on every node (copied into a node without its version
+        // column, it would stop the direction), and leaves once installed on none.
+        const added = [...perNode[0]!.values()].filter((t) => !current.has(formatTableRef(t)) && perNode.every((m) => m.has(formatTableRef(t))));
+        const removed = [...current.keys()].filter((n) => perNode.every((m) => !m.has(n)));
+        if (added.length === 0 && removed.length === 0) return;
+        for (const t of added) current.set(formatTableRef(t), t);
+        for (const n of removed) current.delete(n);
+        this.log.info(
+          `installed tables changed while replicating (added: ${added.map(formatTableRef).join(', ') || 'none'}; removed: ${removed.join(', ') || 'none'}): every direction takes the new list`,
+        );
+        for (const d of this.directions) d.setTables([...current.values()]);
+      } catch {
+        // A node that cannot be read now: the next round asks again.
+      } finally {
+        busy = false;
+      }
+    }, this.options.registryIntervalMs ?? 5000);
+    this.registryTimer.unref();
+  }
+
   async stop(): Promise<void> {
+    if (this.registryTimer) clearInterval(this.registryTimer);
     await this.gc?.stop();
     await Promise.all(this.directions.map((d) => d.stop()));
   }

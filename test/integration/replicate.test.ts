@@ -127,6 +127,19 @@ describeEachEngine('bidirectional replication', 2, (ctx) => {
     expect(state.map((r: { id: number }) => r.id)).toEqual([1, 2, 3]);
   });
 
+  it('a table installed while replicating joins every direction within seconds: its rows from before and after reach the other node', async () => {
+    replicator = await startReplicator(urls, { registryIntervalMs: 300 });
+    for (const c of [a, b]) await c.query('CREATE TABLE app.later (id INT PRIMARY KEY, v INT)');
+    await a.query('INSERT INTO app.later (id, v) VALUES (1, 1)');
+    for (const [i, url] of urls.entries()) await install({ url, nodeId: i + 1, tables: ['app.later'] });
+    await a.query('INSERT INTO app.later (id, v) VALUES (2, 2)');
+    await b.query('INSERT INTO app.later (id, v) VALUES (3, 3)');
+    const state = JSON.parse(await converged([a, b], 'app', 'later'));
+    expect(state.map((r: { id: number; v: number }) => `${r.id}:${r.v}`)).toEqual(['1:1', '2:2', '3:3']);
+    await a.query('UPDATE app.later SET v = 20 WHERE id = 2');
+    expect(JSON.parse(await converged([a, b], 'app', 'later')).find((r: { id: number }) => r.id === 2).v).toBe(20);
+  });
+
   it('a change naming a column the target lacks is held back with a clear error until the DDL reaches the target', async () => {
     replicator = await startReplicator(urls);
     await a.query('ALTER TABLE app.items ADD COLUMN note VARCHAR(20) NULL');
