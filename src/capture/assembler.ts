@@ -822,7 +822,7 @@ export class TransactionAssembler {
         }
         if (ddl.removesRows && !this.options.includeApplied) {
           throw new CaptureRefusedError(
-            `ALTER TABLE … ${ddl.removesRows} removes or swaps rows without row events, tombstones or versions, so the peers cannot tell which of their rows it changed`,
+            `ALTER TABLE … ${ddl.removesRows} removes, swaps or brings in rows without row events, tombstones or versions, so the peers cannot tell which of their rows it changed`,
             `${t.schema}.${t.table}`,
             position,
             `delete rows with DELETE (which replicates with tombstones) instead; to go on, run the same statement on every node too, then resume from a position after this statement (lww-sink sync repairs what differs)`,

@@ -20,7 +20,7 @@ export interface DdlStatement {
   tables: Array<{ schema: string; table: string }>;
   /** Schema-level DDL: the schema it names. */
   schema?: string;
-  /** ALTER TABLE that removes or swaps rows without row events: the clause (TRUNCATE / DROP / EXCHANGE / CONVERT PARTITION, the last MariaDB's). */
+  /** ALTER TABLE that removes, swaps or brings in rows without row events: the clause (TRUNCATE / DROP / EXCHANGE PARTITION, MariaDB's CONVERT PARTITION / TABLE, DISCARD / IMPORT TABLESPACE). */
   removesRows?: string;
 }
 
@@ -30,10 +30,19 @@ type Token = { kind: 'word'; text: string; quoted: boolean } | { kind: 'punct'; 
 function tokenize(sql: string, limit = 400): Token[] {
   const out: Token[] = [];
   let i = 0;
+  // Inside an executable comment (/*! … */, MariaDB's /*M! … */): its text is part of the statement.
+  let executable = false;
   while (i < sql.length && out.length < limit) {
     const ch = sql[i]!;
     if (/\s/.test(ch)) {
       i++;
+    } else if (ch === '/' && sql[i + 1] === '*' && /^\/\*M?!/.test(sql.slice(i, i + 4))) {
+      i += sql[i + 2] === 'M' ? 4 : 3;
+      while (i < sql.length && /\d/.test(sql[i]!)) i++;
+      executable = true;
+    } else if (executable && ch === '*' && sql[i + 1] === '/') {
+      i += 2;
+      executable = false;
     } else if (ch === '/' && sql[i + 1] === '*') {
       const end = sql.indexOf('*/', i + 2);
       i = end === -1 ? sql.length : end + 2;
@@ -91,8 +100,8 @@ class Cursor {
     this.i += words.length;
     return true;
   }
-  /** The first of the keyword sequences found from here on (unquoted words), its first word; the cursor stays. */
-  findSequence(...sequences: string[][]): string | undefined {
+  /** The first of the keyword sequences found from here on (unquoted words); the cursor stays. */
+  findSequence(...sequences: string[][]): string[] | undefined {
     for (let k = this.i; k < this.tokens.length; k++) {
       const found = sequences.find((seq) =>
         seq.every((w, n) => {
@@ -100,7 +109,7 @@ class Cursor {
           return t?.kind === 'word' && !t.quoted && t.text.toUpperCase() === w;
         }),
       );
-      if (found) return found[0];
+      if (found) return found;
     }
     return undefined;
   }
@@ -183,14 +192,30 @@ export function parseDdl(query: string, defaultSchema: string): DdlStatement | u
       const t = c.qualifiedName(defaultSchema);
       if (!t) return undefined;
       // Partition maintenance that deletes rows (or swaps them with another table's) logs no row events.
-      const removesRows = c.findSequence(['TRUNCATE', 'PARTITION'], ['DROP', 'PARTITION'], ['EXCHANGE', 'PARTITION'], ['CONVERT', 'PARTITION']);
+      // MariaDB: CONVERT PARTITION moves a partition's rows out to a table, CONVERT TABLE moves a table's rows in;
+      // DISCARD/IMPORT (PARTITION …) TABLESPACE drop or bring in rows as files.
+      const removesRows = c.findSequence(
+        ['TRUNCATE', 'PARTITION'],
+        ['DROP', 'PARTITION'],
+        ['EXCHANGE', 'PARTITION'],
+        ['CONVERT', 'PARTITION'],
+        ['CONVERT', 'TABLE'],
+        ['DISCARD', 'PARTITION'],
+        ['IMPORT', 'PARTITION'],
+        ['DISCARD', 'TABLESPACE'],
+        ['IMPORT', 'TABLESPACE'],
+      );
       if (!removesRows) return { kind: 'alter_table', tables: [t] };
       const tables = [t];
-      if (removesRows.startsWith('EXCHANGE') && c.skipTo('WITH', 'TABLE')) {
+      if (removesRows.join(' ') === 'EXCHANGE PARTITION' && c.skipTo('WITH', 'TABLE')) {
         const other = c.qualifiedName(defaultSchema);
         if (other) tables.push(other);
       }
-      return { kind: 'alter_table', tables, removesRows: `${removesRows} PARTITION` };
+      if (removesRows.join(' ') === 'CONVERT TABLE' && c.skipTo('CONVERT', 'TABLE')) {
+        const other = c.qualifiedName(defaultSchema);
+        if (other) tables.push(other);
+      }
+      return { kind: 'alter_table', tables, removesRows: removesRows.join(' ') };
     }
     if (c.accept('DATABASE') || c.accept('SCHEMA')) {
       const schema = c.word();

@@ -27,14 +27,22 @@ export function typeName(columnType: string): string {
   return columnType.toLowerCase().replace(/^(tinyint|smallint|mediumint|int|integer|bigint|year)\(\d+\)/, '$1');
 }
 
+/**
+ * An expression as information_schema shows it, without the charset introducers MySQL adds from the
+ * creating session (`_utf8mb3'n'` from a utf8mb3 session, `_utf8mb4'n'` from another): one DEFAULT.
+ */
+function expression(text: string): string {
+  return text.replace(/_[a-z0-9]+(?=\\?')/gi, '');
+}
+
 const ATTRIBUTES: Array<[string, (c: ColumnSchema) => string]> = [
   ['type', (c) => typeName(c.columnType)],
   ['character set', (c) => c.charset ?? 'none'],
   ['collation', (c) => c.collation ?? 'none'],
   ['nullable', (c) => (c.nullable === 'YES' ? 'NULL' : 'NOT NULL')],
-  ['default', (c) => (c.columnDefault === null ? 'none' : JSON.stringify(c.columnDefault))],
+  ['default', (c) => (c.columnDefault === null ? 'none' : JSON.stringify(expression(c.columnDefault)))],
   ['extra', (c) => c.extra.toLowerCase() || 'none'],
-  ['generated as', (c) => c.generation || 'not generated'],
+  ['generated as', (c) => (c.generation ? expression(c.generation) : 'not generated')],
 ];
 
 /** The differences of each node's definition from node 0's, for the columns both have and the UNIQUE keys. */

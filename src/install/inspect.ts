@@ -18,7 +18,7 @@ export interface TableInspection {
   /** The version column is INVISIBLE (false also when it does not exist yet). */
   versionColumnInvisible: boolean;
   /** Foreign keys whose ON DELETE / ON UPDATE actions change this table's rows without firing its triggers. */
-  cascadingForeignKeys: { name: string; parent: string; onDelete: string; onUpdate: string }[];
+  cascadingForeignKeys: { name: string; parentSchema: string; parent: string; onDelete: string; onUpdate: string }[];
 }
 
 /** Throws UnknownTableError / UnsupportedTableError for a table install cannot take. */
@@ -52,6 +52,8 @@ export async function inspectTable(conn: Connection, schema: string, table: stri
   const [fks] = await conn.query<RowDataPacket[]>(CASCADING_FOREIGN_KEYS_SQL, [schema, table]);
   const cascadingForeignKeys = fks.map((f) => ({
     name: String(f.name),
+    // The parent may be in another schema (REFERENTIAL_CONSTRAINTS names its schema as the unique constraint's).
+    parentSchema: String(f.parentSchema ?? schema),
     parent: String(f.parent),
     onDelete: String(f.onDelete),
     onUpdate: String(f.onUpdate),

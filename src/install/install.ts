@@ -328,7 +328,7 @@ export async function install(options: InstallOptions): Promise<InstallResult> {
     const installing = new Set(refs.map(formatTableRef));
     for (const inspection of inspections) {
       for (const fk of inspection.cascadingForeignKeys) {
-        const parent = formatTableRef({ schema: inspection.schema, table: fk.parent });
+        const parent = formatTableRef({ schema: fk.parentSchema, table: fk.parent });
         if (installing.has(parent) || registry.has(parent)) continue;
         problems.push(
           new UnsupportedTableError(
@@ -448,7 +448,7 @@ export async function install(options: InstallOptions): Promise<InstallResult> {
         const backfilledRows = await backfill(conn, ref, versionColumn, nodeId, chunk);
         if (backfilledRows > 0) log.info('backfilled versions', { table: name, rows: backfilledRows });
         for (const fk of inspection.cascadingForeignKeys) {
-          const parent = { schema: ref.schema, table: fk.parent };
+          const parent = { schema: fk.parentSchema, table: fk.parent };
           const parentInstalled = installed.has(formatTableRef(parent));
           if (parentInstalled && !inRun.has(formatTableRef(parent))) {
             parents.set(formatTableRef(parent), parent);
@@ -457,7 +457,7 @@ export async function install(options: InstallOptions): Promise<InstallResult> {
           // ON DELETE CASCADE / SET NULL from an installed parent is covered by the parent's BEFORE DELETE trigger.
           if ((fk.onDelete === 'CASCADE' || fk.onDelete === 'SET NULL') && parentInstalled && !/CASCADE|SET/.test(fk.onUpdate)) continue;
           const warning =
-            `${name}: foreign key ${fk.name} (ON DELETE ${fk.onDelete}, ON UPDATE ${fk.onUpdate}) changes rows when ${fk.parent} changes, ` +
+            `${name}: foreign key ${fk.name} (ON DELETE ${fk.onDelete}, ON UPDATE ${fk.onUpdate}) changes rows when ${fk.parentSchema}.${fk.parent} changes, ` +
             'and such cascaded changes fire no triggers: they get no new version' +
             (fk.onDelete === 'CASCADE' ? ` (deletes get tombstones only when ${fk.parent} is installed too)` : '') +
             '. Use RESTRICT / NO ACTION and change child rows explicitly, or expect divergence on this table.';

@@ -51,7 +51,7 @@ export const CHECK_CLAUSES_SQL =
 
 /** Foreign keys of a table whose actions change its rows without firing its triggers (bound: schema, table). */
 export const CASCADING_FOREIGN_KEYS_SQL =
-  'SELECT CONSTRAINT_NAME AS name, REFERENCED_TABLE_NAME AS parent, DELETE_RULE AS onDelete, UPDATE_RULE AS onUpdate' +
+  'SELECT CONSTRAINT_NAME AS name, UNIQUE_CONSTRAINT_SCHEMA AS parentSchema, REFERENCED_TABLE_NAME AS parent, DELETE_RULE AS onDelete, UPDATE_RULE AS onUpdate' +
   ' FROM information_schema.REFERENTIAL_CONSTRAINTS WHERE CONSTRAINT_SCHEMA = ? AND TABLE_NAME = ?' +
   " AND (DELETE_RULE IN ('CASCADE', 'SET NULL', 'SET DEFAULT') OR UPDATE_RULE IN ('CASCADE', 'SET NULL', 'SET DEFAULT'))";
 

@@ -438,7 +438,13 @@ function checkTime(col: ColumnMeta, f: ColumnFacts, text: string): string {
 }
 
 /** YEAR keeps 1901..2155 and 0000; the server turns one- and two-digit years into 19xx/20xx. */
-function checkYear(value: number | string): number | string {
+function checkYear(value: number | string, columnType: string): number | string {
+  // MariaDB's YEAR(2) holds 1970..2069 as two digits, and reads back as those two digits.
+  if (/^year\(2\)/i.test(columnType)) {
+    const n = typeof value === 'number' ? value : /^\d{1,4}$/.test(value) ? Number(value) : Number.NaN;
+    if (Number.isInteger(n) && ((n >= 0 && n <= 99) || (n >= 1970 && n <= 2069))) return value;
+    throw new ValueError(`${JSON.stringify(value)} is not a YEAR(2) (00..99, or 1970..2069)`);
+  }
   const ok =
     typeof value === 'number' ? Number.isInteger(value) && (value === 0 || (value >= 1901 && value <= 2155)) : /^\d{4}$/.test(value) && (value === '0000' || (value >= '1901' && value <= '2155'));
   if (!ok) {
@@ -450,7 +456,7 @@ function checkYear(value: number | string): number | string {
 function checkTemporal(col: ColumnMeta, f: ColumnFacts, text: string): string {
   const t = col.dataType;
   if (t === 'time') return checkTime(col, f, text);
-  if (t === 'year') return checkYear(text) as string;
+  if (t === 'year') return checkYear(text, col.columnType) as string;
   // YYYY-MM-DD[( |T)hh:mm:ss[.f{1,6}]] read by position: no match array nor substrings per value.
   const len = text.length;
   let ok = (len === 10 || len === 19 || (len >= 21 && len <= 26)) && text.charCodeAt(4) === 45 && text.charCodeAt(7) === 45;
@@ -532,7 +538,7 @@ export function toSqlValue(col: ColumnMeta, value: unknown): SqlValue {
     case 'temporal':
       if (value instanceof Date) return checkTemporal(col, f, formatDate(value, t));
       if (typeof value === 'string') return checkTemporal(col, f, value);
-      if (typeof value === 'number' && t === 'year') return checkYear(value);
+      if (typeof value === 'number' && t === 'year') return checkYear(value, col.columnType);
       throw new ValueError(`cannot store ${describe(value)} in a ${t.toUpperCase()} column`);
     case 'binary':
       if (isBytes(value)) return checkBytes(col, f, Buffer.from(value));

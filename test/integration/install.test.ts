@@ -128,19 +128,25 @@ describeEachEngine('install and uninstall', 1, (ctx) => {
     await conn.query('DROP TABLE app.bitpk');
   });
 
-  it('refuses a table whose foreign key changes it when a parent that is not installed changes (no trigger would see it), naming both; installs the two together', async () => {
-    await conn.query('DROP DATABASE IF EXISTS fkapp');
-    await conn.query('CREATE DATABASE fkapp');
+  it('refuses a table whose foreign key changes it when a parent that is not installed changes (no trigger would see it), naming both, wherever the parent lives; installs it once the parent is', async () => {
+    for (const db of ['fkapp', 'fkauth']) {
+      await conn.query(`DROP DATABASE IF EXISTS ${db}`);
+      await conn.query(`CREATE DATABASE ${db}`);
+    }
+    // The parent lives in another schema; a table of the parent's name in the child's schema is a decoy.
+    await conn.query('CREATE TABLE fkauth.p (id INT PRIMARY KEY) ENGINE=InnoDB');
     await conn.query('CREATE TABLE fkapp.p (id INT PRIMARY KEY) ENGINE=InnoDB');
-    await conn.query('CREATE TABLE fkapp.c (id INT PRIMARY KEY, pid INT, CONSTRAINT fk_p FOREIGN KEY (pid) REFERENCES fkapp.p (id) ON DELETE CASCADE) ENGINE=InnoDB');
-    await expect(install({ url, nodeId: NODE, tables: ['fkapp.c'] })).rejects.toThrow(
-      /fkapp\.c cannot be replicated: its foreign key fk_p \(ON DELETE CASCADE, ON UPDATE (RESTRICT|NO ACTION)\) changes its rows when fkapp\.p changes, and fkapp\.p is not installed/,
+    await conn.query('CREATE TABLE fkapp.c (id INT PRIMARY KEY, pid INT, CONSTRAINT fk_p FOREIGN KEY (pid) REFERENCES fkauth.p (id) ON DELETE CASCADE) ENGINE=InnoDB');
+    await expect(install({ url, nodeId: NODE, tables: ['fkapp.p', 'fkapp.c'] })).rejects.toThrow(
+      /fkapp\.c cannot be replicated: its foreign key fk_p \(ON DELETE CASCADE, ON UPDATE (RESTRICT|NO ACTION)\) changes its rows when fkauth\.p changes, and fkauth\.p is not installed/,
     );
     expect(await rows(conn, "SELECT 1 FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = 'fkapp'")).toHaveLength(0);
-    const both = await install({ url, nodeId: NODE, tables: ['fkapp.p', 'fkapp.c'] });
-    expect(both.tables.map((t) => t.table)).toEqual(['p', 'c']);
-    await uninstall({ url, tables: ['fkapp.p', 'fkapp.c'] });
+    await install({ url, nodeId: NODE, tables: ['fkauth.p'] });
+    const child = await install({ url, nodeId: NODE, tables: ['fkapp.c'] });
+    expect(child.tables.map((t) => t.table)).toEqual(['c']);
+    await uninstall({ url, tables: ['fkapp.c', 'fkauth.p'] });
     await conn.query('DROP DATABASE fkapp');
+    await conn.query('DROP DATABASE fkauth');
   });
 
   it("refuses a table with an application trigger that would run again for replicated rows, naming it; one that skips the sink's sessions is taken and skipped by the sink", async () => {

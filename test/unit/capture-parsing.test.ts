@@ -42,6 +42,17 @@ describe('DDL recognition', () => {
       { kind: 'alter_table', tables: [{ schema: 'app', table: 'p' }, { schema: 'x', table: 'q' }], removesRows: 'EXCHANGE PARTITION' },
     ],
     ['ALTER TABLE p CONVERT PARTITION p0 TO TABLE p_old', { kind: 'alter_table', tables: [{ schema: 'app', table: 'p' }], removesRows: 'CONVERT PARTITION' }],
+    [
+      'ALTER TABLE p CONVERT TABLE s.t2 TO PARTITION p9 VALUES LESS THAN (300)',
+      { kind: 'alter_table', tables: [{ schema: 'app', table: 'p' }, { schema: 's', table: 't2' }], removesRows: 'CONVERT TABLE' },
+    ],
+    ['ALTER TABLE p IMPORT TABLESPACE', { kind: 'alter_table', tables: [{ schema: 'app', table: 'p' }], removesRows: 'IMPORT TABLESPACE' }],
+    ['ALTER TABLE p DISCARD PARTITION p0 TABLESPACE', { kind: 'alter_table', tables: [{ schema: 'app', table: 'p' }], removesRows: 'DISCARD PARTITION' }],
+    // Executable comments are part of the statement (mysqldump writes them).
+    ['ALTER TABLE p /*!50100 TRUNCATE PARTITION p0 */', { kind: 'alter_table', tables: [{ schema: 'app', table: 'p' }], removesRows: 'TRUNCATE PARTITION' }],
+    ['ALTER TABLE p /*M!100500 DROP PARTITION p0 */', { kind: 'alter_table', tables: [{ schema: 'app', table: 'p' }], removesRows: 'DROP PARTITION' }],
+    ['ALTER TABLE p /* TRUNCATE PARTITION p0 */ ADD COLUMN x INT', { kind: 'alter_table', tables: [{ schema: 'app', table: 'p' }] }],
+    ['ALTER TABLE p CONVERT TO CHARACTER SET utf8mb4', { kind: 'alter_table', tables: [{ schema: 'app', table: 'p' }] }],
     // Adding or reorganising partitions keeps every row; a column named `drop` is no clause.
     ['ALTER TABLE p ADD PARTITION (PARTITION p9 VALUES LESS THAN (900))', { kind: 'alter_table', tables: [{ schema: 'app', table: 'p' }] }],
     ['ALTER TABLE p ADD COLUMN `drop` INT, ADD COLUMN `partition` INT', { kind: 'alter_table', tables: [{ schema: 'app', table: 'p' }] }],

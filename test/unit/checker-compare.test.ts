@@ -185,8 +185,12 @@ describe('schema differences', () => {
       'UNIQUE key (n) on node C only, not on node A',
     ]);
   });
-  it('equal definitions (integer display widths aside) have none', () => {
-    const a: TableSchema = { columns: [column({ columnType: 'int(11)' })], uniqueKeys: [['c']] };
-    expect(schemaDifferences([a, { ...a, columns: [column({ columnType: 'int' })] }], label)).toEqual([]);
+  it('equal definitions (integer display widths and the creating session\'s charset introducers aside) have none', () => {
+    const a: TableSchema = { columns: [column({ columnType: 'int(11)', columnDefault: "concat(_utf8mb3\\'n\\',_utf8mb3\\'1\\')", generation: "concat(_latin1'x')" })], uniqueKeys: [['c']] };
+    const b: TableSchema = { columns: [column({ columnType: 'int', columnDefault: "concat(_utf8mb4\\'n\\',_utf8mb4\\'1\\')", generation: "concat(_utf8mb4'x')" })], uniqueKeys: [['c']] };
+    expect(schemaDifferences([a, b], label)).toEqual([]);
+    const other = schemaDifferences([a, { ...b, columns: [column({ columnType: 'int', columnDefault: "concat(_utf8mb4\\'n\\',_utf8mb4\\'2\\')", generation: "concat(_latin1'x')" })] }], label);
+    expect(other).toHaveLength(1);
+    expect(other[0]).toMatch(/^column c: default .*'1.* on node A, .*'2.* on node B$/);
   });
 });

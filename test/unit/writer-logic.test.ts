@@ -259,6 +259,9 @@ describe('values and names', () => {
     expect(() => toSqlValue(col('time'), '10:00:00.6')).toThrow(/fractional-second/);
     for (const good of [0, 1901, 2155, '0000', '2024']) expect(toSqlValue(col('year'), good)).toBe(good);
     for (const bad of [5, 70, 1900, 2156, '0', '05', '1999.5', 1999.5]) expect(() => toSqlValue(col('year'), bad), String(bad)).toThrow(/not a YEAR/);
+    // MariaDB's YEAR(2): what row reads of it give back (24 for 2024) is stored as given.
+    for (const good of [24, 0, 99, '05', 1970, 2069]) expect(toSqlValue(col('year', 'year(2)'), good)).toBe(good);
+    for (const bad of [100, 1969, 2070, 'x']) expect(() => toSqlValue(col('year', 'year(2)'), bad), String(bad)).toThrow(/not a YEAR\(2\)/);
     const set = col('set', "set('a','b','c')");
     for (const good of ['', 'b,a', 'a,a', 'A', 'a ', '3', 7n]) expect(() => toSqlValue(set, good), String(good)).not.toThrow();
     for (const bad of ['a,d', '8', ' a', 'a,', ',a']) expect(() => toSqlValue(set, bad), bad).toThrow(/not a member/);
