@@ -70,9 +70,21 @@ export async function inspectTable(conn: Connection, schema: string, table: stri
   return { schema, table, primaryKey, versionColumnType, versionColumnInvisible, cascadingForeignKeys };
 }
 
-/** An application's trigger on a replicated table whose body does not skip the sink's sessions (it mentions no @lww_apply). */
+/** A body wholly inside `IF @lww_apply IS NULL THEN … END IF` (with or without BEGIN … END), comments aside. */
+const GUARDED_BODY = /^(BEGIN\s+)?IF\s+@lww_apply\s+IS\s+NULL\s+THEN\b[\s\S]*\bEND\s+IF\s*;?\s*(END\s*;?)?$/i;
+
+/**
+ * An application's trigger on a replicated table whose body is not wholly skipped in the sink's
+ * sessions. A text search: a body that mentions the guard in a comment, guards only some of its
+ * statements or reverses it does not pass.
+ */
 export function isUnguardedAppTrigger(table: string, name: string, body: string): boolean {
-  return !TRIGGER_KINDS.some((k) => triggerName(table, k) === name) && !/@lww_apply\b/i.test(body);
+  if (TRIGGER_KINDS.some((k) => triggerName(table, k) === name)) return false;
+  const code = body
+    .replace(/\/\*(?!M?!)[\s\S]*?\*\//g, ' ')
+    .replace(/(--\s|#)[^\n]*/g, ' ')
+    .trim();
+  return !GUARDED_BODY.test(code);
 }
 
 /** Why such triggers are refused, and what to do (`name (TIMING EVENT)` each). */

@@ -237,21 +237,28 @@ export class Direction {
       if (e instanceof UnknownTableError || e instanceof UnknownColumnError) missing = e;
     }
     if (!missing) return undefined;
-    let conn: Connection | undefined;
+    const has = async (url: string): Promise<boolean> => {
+      const conn = await connect(url, { connectTimeoutMs: 5000 });
+      try {
+        const [cols] = await conn.query<RowDataPacket[]>(COLUMNS_SQL, [missing.schema, missing.table]);
+        return missing instanceof UnknownColumnError ? cols.some((c) => c.name === missing.column) : cols.length > 0;
+      } finally {
+        conn.destroy();
+      }
+    };
+    const what = missing instanceof UnknownColumnError ? `column ${missing.column} of ${missing.schema}.${missing.table}` : `table ${missing.schema}.${missing.table}`;
     try {
-      conn = await connect(this.options.source.url, { connectTimeoutMs: 5000 });
-      const [cols] = await conn.query<RowDataPacket[]>(COLUMNS_SQL, [missing.schema, missing.table]);
-      const what = missing instanceof UnknownColumnError ? `column ${missing.column} of ${missing.schema}.${missing.table}` : `table ${missing.schema}.${missing.table}`;
-      const there = missing instanceof UnknownColumnError ? cols.some((c) => c.name === missing.column) : cols.length > 0;
-      if (there) return undefined;
+      if (await has(this.options.source.url)) return undefined;
+      // The target has it: the source never had it (installed on one node only), nothing was renamed.
+      if (await has(this.options.target.url)) {
+        return `it is the source that has no ${what}, while the target has it (installed on one node only?): create and install it on every node, or leave it out with --tables`;
+      }
       return (
         `the source has no ${what} now either (renamed or dropped on every node), so no DDL is on its way: the binlog still holds changes to it that no node can take. ` +
         'Resume from a position after its RENAME/DROP/ALTER (set the checkpoint), or restore it on the target'
       );
     } catch {
       return undefined;
-    } finally {
-      conn?.destroy();
     }
   }
 

@@ -8,6 +8,7 @@ import { compositeKeyText } from '../model/key-text.ts';
 import type { ClaimIndex, ColumnMeta, TableMeta } from '../model/table.ts';
 import { ColumnDefault } from '../sql/dml.ts';
 import { keyPart, type SqlValue, toSqlValue, ValueError } from './values.ts';
+import { EnumErrorValue } from '../model/enum-error.ts';
 
 export interface KeyOp {
   kind: 'upsert' | 'delete';
@@ -93,6 +94,9 @@ function planOf(meta: TableMeta): TablePlan {
 }
 
 function convert(meta: TableMeta, index: number, change: RowChange, image: 'before' | 'after', col: ColumnMeta, value: unknown): SqlValue {
+  // A before image only finds the row and the UNIQUE value it gives up: the ENUM error value compares
+  // as the '' it reads as. Writing it (an after image) stays refused (values.ts).
+  if (image === 'before' && value instanceof EnumErrorValue) return '';
   try {
     return toSqlValue(col, value);
   } catch (err) {

@@ -17,7 +17,7 @@ const DDL = [
   'CREATE TABLE {{db}}.ro (id INT PRIMARY KEY, a INT, b INT, at DATETIME(3) NULL)',
   'CREATE TABLE {{db}}.p (id INT PRIMARY KEY, n INT) ENGINE=InnoDB',
   'CREATE TABLE {{db}}.ch (id INT PRIMARY KEY, pid INT NOT NULL, v INT, FOREIGN KEY (pid) REFERENCES {{db}}.p (id) ON DELETE CASCADE) ENGINE=InnoDB',
-  "CREATE TABLE {{db}}.en (id INT PRIMARY KEY, c ENUM('', 'a') NOT NULL)",
+  "CREATE TABLE {{db}}.en (id INT PRIMARY KEY, c ENUM('', 'a') NOT NULL, code INT NOT NULL DEFAULT 0, UNIQUE KEY uk (c, code))",
   'CREATE TABLE {{db}}.pt (id INT PRIMARY KEY, v INT) PARTITION BY RANGE (id) (PARTITION p0 VALUES LESS THAN (100), PARTITION p1 VALUES LESS THAN (200), PARTITION p2 VALUES LESS THAN MAXVALUE)',
   'CREATE TABLE {{db}}.rn (id INT PRIMARY KEY, v INT)',
 ];
@@ -160,7 +160,7 @@ describeEachEngine('capture fails closed', 2, (ctx) => {
   });
 
   it("an invalid ENUM value stored by a non-strict session (index 0, read as '') stops A→B naming it, never written as the member ''", async () => {
-    await a.query("INSERT INTO fc.en VALUES (1, 'a')");
+    await a.query("INSERT INTO fc.en (id, c) VALUES (1, 'a')");
     expect(await same('en')).toContain('"c":"a"');
     const before = await snapshot(b, DB, 'en');
     await onA(async (s) => {
@@ -171,7 +171,8 @@ describeEachEngine('capture fails closed', 2, (ctx) => {
     expect(Number(stored!.i)).toBe(0);
     await expectLoudStop(/fc\.en.*ENUM error value \(index 0/s);
     expect(await snapshot(b, DB, 'en')).toBe(before);
-    // The operator sets the row to a member on A: that crosses as the member '' (index 1).
+    // The operator sets the row to a member on A: that crosses as the member '' (index 1), its before
+    // image (the error value, giving up its UNIQUE value) taken as the '' it reads as.
     await resumeAfterRefusal();
     await a.query("UPDATE fc.en SET c = '' WHERE id = 1");
     await eventually('the member to cross', async () => Number((await b.query<RowDataPacket[]>('SELECT c + 0 AS i FROM fc.en WHERE id = 1'))[0][0]!.i), (i) => i === 1, 30_000);

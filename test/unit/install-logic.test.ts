@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { InvalidOptionsError } from '../../src/errors.ts';
 import { autoIncrementRangesCollide, autoIncrementWarnings } from '../../src/install/auto-increment.ts';
 import { checkTableSelection, parseTableRef } from '../../src/install/table-list.ts';
+import { isUnguardedAppTrigger } from '../../src/install/inspect.ts';
 import { backfillVersionSql } from '../../src/sql/install.ts';
 
 describe('table names given to install', () => {
@@ -82,5 +83,25 @@ describe('backfill statement', () => {
       "UPDATE `shop`.`items` SET `_lww_ts` = (CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) AS UNSIGNED) << 10) | CAST(? AS UNSIGNED) WHERE `_lww_ts` = 0 LIMIT 500",
     );
     expect(() => backfillVersionSql('shop', 'items', '_lww_ts', 0)).toThrow(RangeError);
+  });
+});
+
+describe('application triggers', () => {
+  it('take a body only when all of it is skipped in the sink sessions', () => {
+    const guarded = [
+      'BEGIN IF @lww_apply IS NULL THEN SET NEW.touched = NOW(6); END IF; END',
+      'if @lww_apply is null then set new.touched = now(6); end if',
+      'BEGIN\n  -- the sink writes replicated rows\n  IF @lww_apply IS NULL THEN\n    SET NEW.a = 1;\n    SET NEW.b = 2;\n  END IF;\nEND',
+    ];
+    for (const body of guarded) expect(isUnguardedAppTrigger('t', 'touch', body), body).toBe(false);
+    const unguarded = [
+      'SET NEW.touched = NOW(6)',
+      'BEGIN /* TODO: skip when @lww_apply is set */ SET NEW.touched = NOW(6); END',
+      'BEGIN IF @lww_apply IS NULL THEN SET NEW.a = 1; END IF; SET NEW.b = 2; END',
+      'BEGIN IF @lww_apply IS NOT NULL THEN SET NEW.a = 1; END IF; END',
+    ];
+    for (const body of unguarded) expect(isUnguardedAppTrigger('t', 'touch', body), body).toBe(true);
+    // The project's own triggers are not the application's.
+    expect(isUnguardedAppTrigger('t', 'lww_bi__t', 'SET NEW._lww_ts = 1')).toBe(false);
   });
 });
