@@ -500,7 +500,7 @@ export function toSqlValue(col: ColumnMeta, value: unknown): SqlValue {
   }
   if (value instanceof EnumErrorValue) {
     throw new ValueError(
-      "is the ENUM error value (index 0, stored for an invalid value by a session without strict sql_mode): no strict session can write it, and '' would be another value; set the row to a member (or NULL) on the source",
+      "is the ENUM error value (index 0, stored for an invalid value by a session without strict sql_mode): no strict session can write it, and '' would be another value; set the row to a member (or NULL) on the source, then resume from a position after this transaction (the fix then crosses)",
     );
   }
   const f = factsOf(col);
