@@ -33,7 +33,7 @@ import {
 import { bindKeyValue } from '../sql/column-read.ts';
 import { type Logger, silentLogger } from '../writer/options.ts';
 import { loadTableMeta } from '../writer/table-metadata.ts';
-import { COLUMNS_SQL } from '../sql/introspect.ts';
+import { COLUMNS_SQL, UNIQUE_KEY_PREFIXES_SQL } from '../sql/introspect.ts';
 import { collectedBelow } from '../gc/state.ts';
 import { classify, compareKeys, effectiveState, isCollectedTombstone, isFinding, lwwWinner, type ValueColumn } from './compare-values.ts';
 import { type ColumnSchema, schemaDifferences, type TableSchema } from './schema-compare.ts';
@@ -269,7 +269,13 @@ class StateChecker {
       charset: c.charset,
     }));
     const definition = (await this.query(node, COLUMNS_SQL, [schema, table])) as unknown as ColumnSchema[];
-    return { meta, columns, schema: { columns: definition, uniqueKeys: Object.values(meta.uniqueKeys) } };
+    // UNIQUE keys as their parts, a prefix length included (a key on name(10) is not one on name).
+    const parts = new Map<string, string[]>();
+    for (const r of await this.query(node, UNIQUE_KEY_PREFIXES_SQL, [schema, table])) {
+      const name = String(r.indexName);
+      parts.set(name, [...(parts.get(name) ?? []), r.prefix === null || r.prefix === undefined ? String(r.columnName) : `${r.columnName}(${r.prefix})`]);
+    }
+    return { meta, columns, schema: { columns: definition, uniqueKeys: [...parts.values()] } };
   }
 
   async checkTable(entry: TableEntry): Promise<TableStateReport> {

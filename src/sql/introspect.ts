@@ -10,6 +10,11 @@ export const UNIQUE_KEYS_SQL =
   'SELECT INDEX_NAME AS indexName, COLUMN_NAME AS columnName FROM information_schema.STATISTICS' +
   ' WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND NON_UNIQUE = 0 ORDER BY INDEX_NAME, SEQ_IN_INDEX';
 
+/** UNIQUE keys other than the primary key, one row per part with its prefix length (SUB_PART, NULL for the whole column). */
+export const UNIQUE_KEY_PREFIXES_SQL =
+  'SELECT INDEX_NAME AS indexName, COLUMN_NAME AS columnName, SUB_PART AS prefix FROM information_schema.STATISTICS' +
+  " WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND NON_UNIQUE = 0 AND INDEX_NAME <> 'PRIMARY' ORDER BY INDEX_NAME, SEQ_IN_INDEX";
+
 /** The tables a table's foreign keys reference (its parents). */
 export const FOREIGN_PARENTS_SQL =
   'SELECT DISTINCT REFERENCED_TABLE_SCHEMA AS parentSchema, REFERENCED_TABLE_NAME AS parentTable FROM information_schema.KEY_COLUMN_USAGE' +

@@ -163,7 +163,8 @@ describeEachEngine('state check', 2, (ctx) => {
     const ddl = (node: number) => [
       `CREATE TABLE {{db}}.t (id INT NOT NULL PRIMARY KEY, c VARCHAR(10) COLLATE ${node === 0 ? 'utf8mb4_bin' : 'utf8mb4_general_ci'} NULL,` +
         ` l VARCHAR(10) CHARACTER SET ${node === 0 ? 'latin1' : 'utf8mb4'} NULL, n INT ${node === 0 ? 'NOT NULL' : 'NULL'} DEFAULT ${node === 0 ? 1 : 2},` +
-        ` h INT NULL ${node === 0 ? 'INVISIBLE' : ''}, e ENUM(${node === 0 ? "'x','y'" : "'y','x'"}) NULL, u INT NULL, _lww_ts BIGINT UNSIGNED NOT NULL${node === 0 ? ', UNIQUE KEY uk (u)' : ''})`,
+        ` h INT NULL ${node === 0 ? 'INVISIBLE' : ''}, e ENUM(${node === 0 ? "'x','y'" : "'y','x'"}) NULL, u INT NULL, w VARCHAR(20) NULL, _lww_ts BIGINT UNSIGNED NOT NULL${node === 0 ? ', UNIQUE KEY uk (u)' : ''},` +
+        ` UNIQUE KEY uw (w${node === 0 ? '(10)' : ''}))`,
     ];
     await twoNodes(db, ddl);
     await onBoth(`INSERT INTO ${quoteTable(db, 't')} (id, c, l, n, h, e, u, _lww_ts) VALUES (1, 'a', 'b', 1, 2, 'x', 3, 1)`);
@@ -175,6 +176,8 @@ describeEachEngine('state check', 2, (ctx) => {
     expect(diffs).toMatch(/column n: default "1" on node A, "2" on node B/);
     expect(diffs).toMatch(/column e: type enum\('x','y'\) on node A, enum\('y','x'\) on node B/);
     expect(diffs).toMatch(/UNIQUE key \(u\) on node A only, not on node B/);
+    expect(diffs).toMatch(/UNIQUE key \(w\(10\)\) on node A only, not on node B/);
+    expect(diffs).toMatch(/UNIQUE key \(w\) on node B only, not on node A/);
     expect(diffs).toMatch(/column h: extra invisible on node A, none on node B/);
     expect(summary(report)).toEqual({});
     expect(report.identical).toBe(false);
