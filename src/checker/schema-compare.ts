@@ -4,17 +4,10 @@
 // DEFAULT what an insert without the column stores, a UNIQUE key which rows clash: nodes that
 // differ there diverge on the next write even when their data is equal today. Pure.
 
-/** One column as information_schema.COLUMNS shows it (sql/introspect.ts COLUMNS_SQL). */
-export interface ColumnSchema {
-  name: string;
-  columnType: string;
-  nullable: string;
-  extra: string;
-  generation: string | null;
-  charset: string | null;
-  collation: string | null;
-  columnDefault: string | null;
-}
+import type { ColumnMeta } from '../model/table.ts';
+
+/** One column's definition, as the table metadata holds it (writer/table-metadata.ts). */
+export type ColumnSchema = Pick<ColumnMeta, 'name' | 'columnType' | 'nullable' | 'charset' | 'collation' | 'columnDefault' | 'extra' | 'generation'>;
 
 export interface TableSchema {
   columns: readonly ColumnSchema[];
@@ -39,9 +32,9 @@ const ATTRIBUTES: Array<[string, (c: ColumnSchema) => string]> = [
   ['type', (c) => typeName(c.columnType)],
   ['character set', (c) => c.charset ?? 'none'],
   ['collation', (c) => c.collation ?? 'none'],
-  ['nullable', (c) => (c.nullable === 'YES' ? 'NULL' : 'NOT NULL')],
-  ['default', (c) => (c.columnDefault === null ? 'none' : JSON.stringify(expression(c.columnDefault)))],
-  ['extra', (c) => c.extra.toLowerCase() || 'none'],
+  ['nullable', (c) => (c.nullable ? 'NULL' : 'NOT NULL')],
+  ['default', (c) => (c.columnDefault === null || c.columnDefault === undefined ? 'none' : JSON.stringify(expression(c.columnDefault)))],
+  ['extra', (c) => c.extra?.toLowerCase() || 'none'],
   ['generated as', (c) => (c.generation ? expression(c.generation) : 'not generated')],
 ];
 

@@ -30,13 +30,13 @@ import {
   termRowsForEachKeySql,
   VERSION_ALIAS,
 } from '../sql/checksum.ts';
-import { bindKeyValue } from '../sql/column-read.ts';
+import { BINARY_LOB_TYPES, bindKeyValue, TEXT_LOB_TYPES } from '../sql/column-read.ts';
 import { type Logger, silentLogger } from '../writer/options.ts';
 import { loadTableMeta } from '../writer/table-metadata.ts';
-import { COLUMNS_SQL, UNIQUE_KEY_PREFIXES_SQL } from '../sql/introspect.ts';
+import { UNIQUE_KEY_PREFIXES_SQL } from '../sql/introspect.ts';
 import { collectedBelow } from '../gc/state.ts';
 import { classify, compareKeys, effectiveState, isCollectedTombstone, isFinding, lwwWinner, type ValueColumn } from './compare-values.ts';
-import { type ColumnSchema, schemaDifferences, type TableSchema } from './schema-compare.ts';
+import { schemaDifferences, type TableSchema } from './schema-compare.ts';
 import { emptyCounts, findingCount, type NodeState, nodeLabel, type StateFinding, type StateReport, type TableStateReport } from './report.ts';
 import { type RegisteredTable, readRegisteredTables } from './registry.ts';
 
@@ -146,7 +146,6 @@ function sameRow(a: FetchedRow | undefined, b: FetchedRow | undefined): boolean 
   return true;
 }
 
-/** A column type without the integer display width MariaDB and old MySQL show (int(11) = int). */
 function describeError(err: unknown): string {
   if (err instanceof Error) {
     const code = (err as { code?: string }).code;
@@ -245,7 +244,7 @@ class StateChecker {
   }
 
   /** The table's metadata on one node (undefined when it does not exist there), JSON columns marked. */
-  private async describe(node: number, schema: string, table: string, versionColumn: string): Promise<{ meta: TableMeta; columns: ValueColumn[]; schema: TableSchema } | undefined> {
+  private async describe(node: number, schema: string, table: string, versionColumn: string): Promise<{ meta: TableMeta; columns: ValueColumn[] } | undefined> {
     const session = this.sessions[node]!;
     let meta: TableMeta;
     try {
@@ -268,14 +267,17 @@ class StateChecker {
       json: c.dataType === 'json' || jsonColumns.has(c.name),
       charset: c.charset,
     }));
-    const definition = (await this.query(node, COLUMNS_SQL, [schema, table])) as unknown as ColumnSchema[];
-    // UNIQUE keys as their parts, a prefix length included (a key on name(10) is not one on name).
+    return { meta, columns };
+  }
+
+  /** A table's definition on one node as schema-compare.ts compares it: its columns and UNIQUE keys (prefix lengths included). */
+  private async definition(node: number, meta: TableMeta): Promise<TableSchema> {
     const parts = new Map<string, string[]>();
-    for (const r of await this.query(node, UNIQUE_KEY_PREFIXES_SQL, [schema, table])) {
+    for (const r of await this.query(node, UNIQUE_KEY_PREFIXES_SQL, [meta.schema, meta.table])) {
       const name = String(r.indexName);
       parts.set(name, [...(parts.get(name) ?? []), r.prefix === null || r.prefix === undefined ? String(r.columnName) : `${r.columnName}(${r.prefix})`]);
     }
-    return { meta, columns, schema: { columns: definition, uniqueKeys: [...parts.values()] } };
+    return { columns: meta.columns, uniqueKeys: [...parts.values()] };
   }
 
   async checkTable(entry: TableEntry): Promise<TableStateReport> {
@@ -315,7 +317,7 @@ class StateChecker {
       }
     }
     const names = this.commonColumns(metas.map((m) => m.columns), report);
-    report.schemaDifferences.push(...schemaDifferences(metas.map((m) => m.schema), nodeLabel));
+    report.schemaDifferences.push(...schemaDifferences(await Promise.all(nodes.map((i) => this.definition(i, metas[i]!.meta))), nodeLabel));
     const dataSide = this.side(entry.schema, entry.table, metas.map((m) => m.columns), names, keyNames, entry.versionColumn);
 
     const tombMetas = await Promise.all(nodes.map((i) => this.describe(i, this.metaSchema, entry.tombstoneTable, entry.versionColumn)));
@@ -721,9 +723,7 @@ interface SideHandlers {
 }
 
 const SHORT_TEXT = new Set(['char', 'varchar']);
-const LONG_TEXT = new Set(['tinytext', 'text', 'mediumtext', 'longtext']);
 const SHORT_BINARY = new Set(['binary', 'varbinary']);
-const LONG_BINARY = new Set(['tinyblob', 'blob', 'mediumblob', 'longblob']);
 
 /**
  * A column that is a short string on one node and a TEXT/BLOB on another is hashed alike on every
@@ -736,7 +736,7 @@ function alikeLargeValues(perNode: Array<ValueColumn[] | undefined>, keyNames: r
   present[0]!.forEach((first, j) => {
     if (keyNames.includes(first.name)) return;
     const types = present.map((cols) => cols[j]!.dataType);
-    for (const [short, long, as] of [[SHORT_TEXT, LONG_TEXT, 'longtext'], [SHORT_BINARY, LONG_BINARY, 'longblob']] as const) {
+    for (const [short, long, as] of [[SHORT_TEXT, TEXT_LOB_TYPES, 'longtext'], [SHORT_BINARY, BINARY_LOB_TYPES, 'longblob']] as const) {
       if (types.some((t) => short.has(t)) && types.some((t) => long.has(t)) && types.every((t) => short.has(t) || long.has(t))) large.set(first.name, as);
     }
   });

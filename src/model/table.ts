@@ -18,6 +18,10 @@ export interface ColumnMeta {
    * NOT NULL column without one and for AUTO_INCREMENT; undefined when not known (treated as false).
    */
   hasDefault?: boolean;
+  /** information_schema COLUMN_DEFAULT, EXTRA and GENERATION_EXPRESSION as shown (the checker compares definitions). */
+  columnDefault?: string | null;
+  extra?: string;
+  generation?: string | null;
 }
 
 export interface TableMeta {

@@ -2,7 +2,7 @@
 // Before streaming it checks what would silently lose changes: every node installed, node ids
 // distinct; the capture itself refuses unsafe binlog settings. A node that is not up yet (refused,
 // reset, timed out) is retried with backoff within startTimeoutMs; anything else stops the start.
-import type { RowDataPacket } from 'mysql2/promise';
+import type { Connection, RowDataPacket } from 'mysql2/promise';
 import type { TableSelector } from '../capture/filter.ts';
 import { connect, redactUrl } from '../db/connection.ts';
 import { LwwError } from '../errors.ts';
@@ -76,19 +76,24 @@ export interface ReplicatorStatus {
 }
 
 /** Reads each node's id and registered tables; refuses nodes that are not installed or share an id. */
+/** The tables install registered on one node, by `db.t`; as objects, since names may hold dots or commas. */
+async function registeredOn(conn: Pick<Connection, 'query'>, metaSchema: string): Promise<Map<string, TableRef>> {
+  const [tables] = await conn.query<RowDataPacket[]>(registeredTablesSql(metaSchema));
+  const registered = new Map<string, TableRef>();
+  for (const t of tables) {
+    const ref = { schema: String(t.schema_name), table: String(t.table_name) };
+    registered.set(formatTableRef(ref), ref);
+  }
+  return registered;
+}
+
 /** The tables registered by install on each node (a node that cannot be read rejects). */
 async function readRegisteredTables(urls: readonly string[], metaSchema: string): Promise<Array<Map<string, TableRef>>> {
   const perNode: Array<Map<string, TableRef>> = [];
   for (const url of urls) {
     const conn = await connect(url, { connectTimeoutMs: 5000 });
     try {
-      const [tables] = await conn.query<RowDataPacket[]>(registeredTablesSql(metaSchema));
-      const registered = new Map<string, TableRef>();
-      for (const t of tables) {
-        const ref = { schema: String(t.schema_name), table: String(t.table_name) };
-        registered.set(formatTableRef(ref), ref);
-      }
-      perNode.push(registered);
+      perNode.push(await registeredOn(conn, metaSchema));
     } finally {
       conn.destroy();
     }
@@ -118,12 +123,7 @@ export async function inspectNodes(urls: readonly string[], metaSchema: string):
         );
       }
       nodes.push({ name: `n${i + 1}`, url, nodeId });
-      const [tables] = await conn.query<RowDataPacket[]>(registeredTablesSql(metaSchema));
-      // As objects: names may hold dots or commas.
-      for (const t of tables) {
-        const ref = { schema: String(t.schema_name), table: String(t.table_name) };
-        registered.set(formatTableRef(ref), ref);
-      }
+      for (const [name, ref] of await registeredOn(conn, metaSchema)) registered.set(name, ref);
       // A trigger added after install that does not skip the sink's sessions would run again for every replicated row.
       const [triggers] = await conn.query<RowDataPacket[]>(registeredTableTriggersSql(metaSchema));
       const unguarded = triggers.filter((t) => isUnguardedAppTrigger(String(t.tableName), String(t.name), String(t.body)));

@@ -35,6 +35,9 @@ export async function loadTableMeta(conn: Connection, schema: string, table: str
     collation: c.collation,
     // COLUMN_DEFAULT is NULL both for DEFAULT NULL and for no default: a nullable column has NULL either way.
     hasDefault: !/auto_increment/i.test(c.extra ?? '') && (c.nullable === 'YES' || c.columnDefault !== null),
+    columnDefault: c.columnDefault,
+    extra: c.extra ?? '',
+    generation: c.generation,
   }));
   const [checks] = await conn.query<RowDataPacket[]>(CHECK_CLAUSES_SQL, [schema, table]);
   for (const c of columns) {

@@ -280,34 +280,6 @@ function checkBytes(col: ColumnMeta, f: ColumnFacts, buf: Buffer): Buffer {
  * JSON text of a JS value, as JSON.stringify writes it except that a BigInt is written as its exact
  * digits (a 64-bit integer inside a document stays exact; JSON.stringify refuses it).
  */
-function stringifyJson(value: unknown, seen: Set<object>): string | undefined {
-  if (typeof value === 'bigint') return value.toString();
-  if (value !== null && typeof value === 'object' && typeof (value as { toJSON?: unknown }).toJSON === 'function') {
-    return stringifyJson((value as { toJSON: () => unknown }).toJSON(), seen);
-  }
-  if (value === null || typeof value !== 'object') {
-    if (typeof value === 'number' && !Number.isFinite(value)) throw new ValueError(`${value} is not a JSON number`);
-    if (typeof value === 'string') checkWellFormed(value);
-    return JSON.stringify(value);
-  }
-  if (seen.has(value)) throw new ValueError('cannot be serialized as JSON (it contains itself)');
-  seen.add(value);
-  let text: string;
-  if (Array.isArray(value)) {
-    text = `[${value.map((v) => stringifyJson(v, seen) ?? 'null').join(',')}]`;
-  } else {
-    const members: string[] = [];
-    for (const [k, v] of Object.entries(value)) {
-      checkWellFormed(k);
-      const t = stringifyJson(v, seen);
-      if (t !== undefined) members.push(`${JSON.stringify(k)}:${t}`);
-    }
-    text = `{${members.join(',')}}`;
-  }
-  seen.delete(value);
-  return text;
-}
-
 /**
  * What each server's JSON parser takes: MySQL's JSON type nests up to 100 levels and holds numbers
  * as doubles; MariaDB's JSON is a LONGTEXT checked by JSON_VALID, which refuses 32 levels and more
@@ -319,6 +291,10 @@ interface JsonLimits {
 }
 const MYSQL_JSON: JsonLimits = { depth: 100, doubles: true };
 const MARIADB_JSON: JsonLimits = { depth: 31, doubles: false };
+
+function jsonLimits(col: ColumnMeta): JsonLimits {
+  return col.dataType === 'json' ? MYSQL_JSON : MARIADB_JSON;
+}
 
 /** What JSON.parse takes and the server does not: lone surrogates (also as escapes), depth, numbers past a double. */
 function checkJsonDocument(value: unknown, limits: JsonLimits, depth: number): void {
@@ -337,6 +313,39 @@ function checkJsonDocument(value: unknown, limits: JsonLimits, depth: number): v
   }
 }
 
+function stringifyJson(value: unknown, seen: Set<object>, limits: JsonLimits): string | undefined {
+  if (typeof value === 'bigint') {
+    if (limits.doubles && !Number.isFinite(Number(value))) throw new ValueError('holds a number beyond the range of a double');
+    return value.toString();
+  }
+  if (value !== null && typeof value === 'object' && typeof (value as { toJSON?: unknown }).toJSON === 'function') {
+    return stringifyJson((value as { toJSON: () => unknown }).toJSON(), seen, limits);
+  }
+  if (value === null || typeof value !== 'object') {
+    if (typeof value === 'number' && !Number.isFinite(value)) throw new ValueError(`${value} is not a JSON number`);
+    if (typeof value === 'string') checkWellFormed(value);
+    return JSON.stringify(value);
+  }
+  if (seen.has(value)) throw new ValueError('cannot be serialized as JSON (it contains itself)');
+  seen.add(value);
+  // The containers open on the way here are the document's depth at this one.
+  if (seen.size > limits.depth) throw new ValueError(`nests deeper than ${limits.depth} levels, which the server refuses`);
+  let text: string;
+  if (Array.isArray(value)) {
+    text = `[${value.map((v) => stringifyJson(v, seen, limits) ?? 'null').join(',')}]`;
+  } else {
+    const members: string[] = [];
+    for (const [k, v] of Object.entries(value)) {
+      checkWellFormed(k);
+      const t = stringifyJson(v, seen, limits);
+      if (t !== undefined) members.push(`${JSON.stringify(k)}:${t}`);
+    }
+    text = `{${members.join(',')}}`;
+  }
+  seen.delete(value);
+  return text;
+}
+
 const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true });
 
 function checkJsonText(col: ColumnMeta, text: string): string {
@@ -346,7 +355,7 @@ function checkJsonText(col: ColumnMeta, text: string): string {
   } catch {
     throw new ValueError('is not valid JSON text');
   }
-  checkJsonDocument(doc, col.dataType === 'json' ? MYSQL_JSON : MARIADB_JSON, 1);
+  checkJsonDocument(doc, jsonLimits(col), 1);
   return text;
 }
 
@@ -383,10 +392,10 @@ function jsonValue(col: ColumnMeta, value: unknown): SqlValue {
     return col.dataType === 'json' && value.scalars.length > 0 ? value : value.text;
   }
   if (typeof value === 'string' || isBytes(value)) return checkJsonText(col, typeof value === 'string' ? value : jsonTextOfBytes(value));
-  const text = stringifyJson(value, new Set());
+  // Checked as it is written (depth, numbers, strings): no second parse of the text.
+  const text = stringifyJson(value, new Set(), jsonLimits(col));
   if (text === undefined) throw new ValueError(`cannot store ${describe(value)} as JSON`);
-  // Depth and numbers as the server would see the text.
-  return checkJsonText(col, text);
+  return text;
 }
 
 /** The value of `n` ASCII digits at `from`, or -1 when one is not a digit (or the text ends). */

@@ -163,7 +163,7 @@ describe('schema differences', () => {
   const column = (over: Partial<ColumnSchema> = {}): ColumnSchema => ({
     name: 'c',
     columnType: 'varchar(10)',
-    nullable: 'YES',
+    nullable: true,
     extra: '',
     generation: '',
     charset: 'utf8mb4',
@@ -174,7 +174,7 @@ describe('schema differences', () => {
   const label = (i: number) => 'ABC'[i]!;
   it('names each attribute that differs from node A, per node, and UNIQUE keys present on one side only', () => {
     const a: TableSchema = { columns: [column(), column({ name: 'n', columnType: 'int(11)' })], uniqueKeys: [['c'], ['n', 'c']] };
-    const b: TableSchema = { columns: [column({ collation: 'utf8mb4_bin', nullable: 'NO', columnDefault: 'x' }), column({ name: 'n', columnType: 'int' })], uniqueKeys: [['n', 'c']] };
+    const b: TableSchema = { columns: [column({ collation: 'utf8mb4_bin', nullable: false, columnDefault: 'x' }), column({ name: 'n', columnType: 'int' })], uniqueKeys: [['n', 'c']] };
     const c: TableSchema = { columns: [column({ extra: 'INVISIBLE' })], uniqueKeys: [['c'], ['n', 'c'], ['n']] };
     expect(schemaDifferences([a, b, c], label)).toEqual([
       'column c: collation utf8mb4_general_ci on node A, utf8mb4_bin on node B',
