@@ -22,6 +22,7 @@ import { parsePosition } from './position.ts';
 import { RowImageRepairer } from './repair.ts';
 import { binlogFiles, capturedTables, checkPositionAvailable, currentPosition, sourceSettings, unsafeSettings } from './source.ts';
 import { type ColumnShape, normalizeRow, TYPE_BLOB, TYPE_JSON } from './values.ts';
+import { unsupportedCharsetColumn } from '../model/charsets.ts';
 
 /** What capture hands to the apply side. Each call is awaited before the next one is made. */
 export interface CaptureHandler {
@@ -840,6 +841,11 @@ function inspectTableMap(event: TableMapEventShape, position: string | undefined
   if (names && names.length === event.columnCount) entry.lwwSourceColumns = [...names];
   else delete entry.lwwSourceColumns;
   for (const col of entry.columns ?? []) {
+    // A column altered after install to a charset capture cannot carry byte for byte (model/charsets.ts).
+    const why = col.lwwLatin1 || col.lwwJson ? undefined : unsupportedCharsetColumn({ name: col.name, charset: col.charset });
+    if (why) {
+      throw new CaptureRefusedError(why.replace(/^its column/, 'the column'), table, position, 'convert the column on every node, run lww-sink sync for the table, then resume from a position after the ALTER TABLE');
+    }
     if (col.type === TYPE_JSON) {
       col.type = TYPE_BLOB;
       col.charset = null;

@@ -5,6 +5,7 @@ import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { UnknownTableError, UnsupportedTableError } from '../errors.ts';
 import { COLUMNS_SQL, TABLE_EXISTS_SQL, UNIQUE_KEYS_SQL } from '../sql/introspect.ts';
 import { isGeneratedColumn, unsupportedKeyColumn } from '../model/table.ts';
+import { unsupportedCharsetColumn } from '../model/charsets.ts';
 import { CASCADING_FOREIGN_KEYS_SQL, TABLE_TRIGGER_BODIES_SQL } from '../sql/install.ts';
 import { TRIGGER_KINDS } from '../sql/triggers.ts';
 import { triggerName } from '../model/names.ts';
@@ -39,6 +40,11 @@ export async function inspectTable(conn: Connection, schema: string, table: stri
   for (const k of primaryKey) {
     const c = cols.find((r) => r.name === k)!;
     const why = unsupportedKeyColumn({ name: k, dataType: String(c.dataType), generated: isGeneratedColumn(c) });
+    if (why) throw new UnsupportedTableError(schema, table, `${why}, then run install again`);
+  }
+  // Text whose bytes capture cannot carry exactly would differ on the other nodes (model/charsets.ts).
+  for (const c of cols) {
+    const why = unsupportedCharsetColumn({ name: String(c.name), charset: c.charset as string | null });
     if (why) throw new UnsupportedTableError(schema, table, `${why}, then run install again`);
   }
   const version = cols.find((c) => c.name === versionColumn);

@@ -17,7 +17,8 @@ import { type GcScheduleOptions, GcScheduler, type GcStatus } from '../gc/schedu
 import { initialCopyOf } from './initial-copy.ts';
 import { formatTableRef, type TableRef } from '../install/table-list.ts';
 import { isUnguardedAppTrigger, unguardedTriggersReason } from '../install/inspect.ts';
-import { registeredTableTriggersSql } from '../sql/install.ts';
+import { registeredTableCharsetsSql, registeredTableTriggersSql } from '../sql/install.ts';
+import { unsupportedCharsetColumn } from '../model/charsets.ts';
 import { Direction, type DirectionOptions, type DirectionStatus, type NodeRef } from './direction.ts';
 
 export class ReplicatorConfigError extends LwwError {}
@@ -131,6 +132,12 @@ export async function inspectNodes(urls: readonly string[], metaSchema: string):
         const table = `${unguarded[0]!.schemaName}.${unguarded[0]!.tableName}`;
         const names = unguarded.filter((t) => `${t.schemaName}.${t.tableName}` === table).map((t) => `${t.name} (${t.timing} ${t.event})`);
         throw new ReplicatorConfigError(`node ${redactUrl(url)}: ${table} cannot be replicated: ${unguardedTriggersReason(names)}, then start again`);
+      }
+      // A column altered to a charset capture cannot carry after install (model/charsets.ts).
+      const [texts] = await conn.query<RowDataPacket[]>(registeredTableCharsetsSql(metaSchema));
+      for (const c of texts) {
+        const why = unsupportedCharsetColumn({ name: String(c.name), charset: String(c.charset) });
+        if (why) throw new ReplicatorConfigError(`node ${redactUrl(url)}: ${String(c.schemaName)}.${String(c.tableName)} cannot be replicated: ${why}, then start again`);
       }
     } finally {
       await conn.end();

@@ -31,6 +31,15 @@ export function registeredTableTriggersSql(metaSchema: string): string {
   );
 }
 
+/** Text columns of the registered tables with their character sets (start refuses those capture cannot carry, model/charsets.ts). */
+export function registeredTableCharsetsSql(metaSchema: string): string {
+  return (
+    'SELECT c.TABLE_SCHEMA AS schemaName, c.TABLE_NAME AS tableName, c.COLUMN_NAME AS name, c.CHARACTER_SET_NAME AS charset' +
+    ` FROM information_schema.COLUMNS c JOIN ${quoteTable(metaSchema, 'tables')} r` +
+    ' ON r.schema_name = c.TABLE_SCHEMA AND r.table_name = c.TABLE_NAME WHERE c.CHARACTER_SET_NAME IS NOT NULL ORDER BY c.TABLE_SCHEMA, c.TABLE_NAME, c.ORDINAL_POSITION'
+  );
+}
+
 /** One row whose Value is OFF where MySQL's foreign keys live in the SQL layer (9.6+); no row on MariaDB and older MySQL. */
 export const NATIVE_FOREIGN_KEYS_SQL = "SHOW GLOBAL VARIABLES LIKE 'innodb_native_foreign_keys'";
 

@@ -20,8 +20,9 @@ const DDL = [
   "CREATE TABLE {{db}}.en (id INT PRIMARY KEY, c ENUM('', 'a') NOT NULL, code INT NOT NULL DEFAULT 0, UNIQUE KEY uk (c, code))",
   'CREATE TABLE {{db}}.pt (id INT PRIMARY KEY, v INT) PARTITION BY RANGE (id) (PARTITION p0 VALUES LESS THAN (100), PARTITION p1 VALUES LESS THAN (200), PARTITION p2 VALUES LESS THAN MAXVALUE)',
   'CREATE TABLE {{db}}.rn (id INT PRIMARY KEY, v INT)',
+  'CREATE TABLE {{db}}.cs (id INT PRIMARY KEY, a VARCHAR(200) CHARACTER SET gbk, b VARCHAR(200) CHARACTER SET euckr, c VARCHAR(200) CHARACTER SET cp1251, d VARCHAR(200) CHARACTER SET latin2, e VARCHAR(200) CHARACTER SET utf16)',
 ];
-const TABLES = ['t', 'ro', 'p', 'ch', 'en', 'pt', 'rn'];
+const TABLES = ['t', 'ro', 'p', 'ch', 'en', 'pt', 'rn', 'cs'];
 
 describeEachEngine('capture fails closed', 2, (ctx) => {
   let urls: string[];
@@ -201,6 +202,33 @@ describeEachEngine('capture fails closed', 2, (ctx) => {
     await resumeAfterRefusal(() => b.query('TRUNCATE TABLE fc.ro').then(() => undefined));
     await a.query('INSERT INTO fc.ro (id, a, b) VALUES (5, 1, 2)');
     expect(await same('ro')).toContain('"id":5');
+  });
+
+  it('text in the charsets capture carries crosses byte for byte; a column altered to one it cannot (big5) stops A→B naming it (big5 0xC6A1 reached the peer as 0xC7E9)', async () => {
+    // Bytes as the server stores them: gbk and euckr two-byte runs, cp1251 and latin2 upper halves, a utf16 surrogate pair.
+    const run = (from: number, to: number, width: 1 | 2) => {
+      const out: number[] = [];
+      for (let v = from; v <= to; v++) out.push(...(width === 2 ? [v >> 8, v & 0xff] : [v]));
+      return Buffer.from(out);
+    };
+    const values = [run(0xb0a1, 0xb0fe, 2), run(0xb0a1, 0xb0fe, 2), run(0xc0, 0xff, 1), run(0xa0, 0xff, 1), Buffer.from('d83dde00006100e9', 'hex')];
+    await a.query('INSERT INTO fc.cs (id, a, b, c, d, e) VALUES (1, ?, ?, ?, ?, ?)', values);
+    const hex = (c: Connection) => c.query<RowDataPacket[]>('SELECT HEX(a) a, HEX(b) b, HEX(c) c, HEX(d) d, HEX(e) e FROM fc.cs WHERE id = 1').then(([r]) => r[0]);
+    expect(await hex(a)).toEqual({ a: values[0]!.toString('hex').toUpperCase(), b: values[1]!.toString('hex').toUpperCase(), c: values[2]!.toString('hex').toUpperCase(), d: values[3]!.toString('hex').toUpperCase(), e: 'D83DDE00006100E9' });
+    await eventually('the row to cross', () => hex(b), (r) => r !== undefined, 30_000);
+    expect(await hex(b)).toEqual(await hex(a));
+
+    await a.query("UPDATE fc.cs SET a = 'x' WHERE id = 1");
+    await eventually('the update to cross', () => hex(b), (r) => r?.a === '78', 30_000);
+    const before = await snapshot(b, DB, 'cs');
+    await a.query('ALTER TABLE fc.cs MODIFY a VARCHAR(200) CHARACTER SET big5');
+    await a.query("UPDATE fc.cs SET a = X'A4A4' WHERE id = 1");
+    await expectLoudStop(/fc\.cs.*the column a is in character set big5, whose text capture cannot carry byte for byte/s);
+    expect(aToB().lastFailure?.kind).toBe('permanent');
+    expect(await snapshot(b, DB, 'cs')).toBe(before);
+    await resumeAfterRefusal(() => a.query('ALTER TABLE fc.cs MODIFY a VARCHAR(200) CHARACTER SET gbk').then(() => undefined));
+    await a.query('UPDATE fc.cs SET d = ? WHERE id = 1', [Buffer.from([0xa1, 0xff])]);
+    await eventually('the next update to cross', () => hex(b), (r) => r?.d === 'A1FF', 30_000);
   });
 
   it('a table renamed on every node while its changes wait in the binlog stops A→B for good, naming why (it restarted forever, waiting for DDL)', async () => {

@@ -128,6 +128,24 @@ describeEachEngine('install and uninstall', 1, (ctx) => {
     await conn.query('DROP TABLE app.bitpk');
   });
 
+  it('refuses a column in a charset whose text capture cannot carry byte for byte (big5, tis620, ujis, sjis), naming it, before changing anything; takes gbk, euckr, cp1251, latin2, utf16', async () => {
+    for (const cs of ['big5', 'tis620', 'ujis', 'sjis']) {
+      await conn.query('DROP TABLE IF EXISTS app.legacy');
+      await conn.query(`CREATE TABLE app.legacy (id INT PRIMARY KEY, note VARCHAR(20) CHARACTER SET utf8mb4, v VARCHAR(20) CHARACTER SET ${cs}) ENGINE=InnoDB`);
+      const created = await showCreateTable(conn, 'app.legacy');
+      await expect(install({ url, nodeId: NODE, tables: ['app.legacy'] })).rejects.toThrow(new RegExp(`app\\.legacy cannot be replicated: its column v is in character set ${cs}, whose text capture cannot carry byte for byte[\\s\\S]*utf8mb4`));
+      expect(await showCreateTable(conn, 'app.legacy')).toBe(created);
+    }
+    await conn.query('DROP TABLE app.legacy');
+    await conn.query(
+      'CREATE TABLE app.legacy (id INT PRIMARY KEY, a VARCHAR(20) CHARACTER SET gbk, b TEXT CHARACTER SET euckr, c CHAR(3) CHARACTER SET cp1251, d VARCHAR(9) CHARACTER SET latin2, e VARCHAR(9) CHARACTER SET utf16) ENGINE=InnoDB',
+    );
+    await install({ url, nodeId: NODE, tables: ['app.legacy'] });
+    expect(await showCreateTable(conn, 'app.legacy')).toMatch(/_lww_ts/);
+    await uninstall({ url, tables: ['app.legacy'] });
+    await conn.query('DROP TABLE app.legacy');
+  });
+
   it('refuses a table whose foreign key changes it when a parent that is not installed changes (no trigger would see it), naming both, wherever the parent lives; installs it once the parent is', async () => {
     for (const db of ['fkapp', 'fkauth']) {
       await conn.query(`DROP DATABASE IF EXISTS ${db}`);

@@ -79,6 +79,16 @@ describeEachEngine('replicate refuses loudly', 2, (ctx) => {
         await conns[1]!.query('DROP TRIGGER refuse.app_touch');
       }
 
+      // A column altered after install to a charset capture cannot carry byte for byte (model/charsets.ts).
+      await conns[1]!.query('ALTER TABLE refuse.t ADD COLUMN s VARCHAR(4) CHARACTER SET big5 NULL');
+      try {
+        const charset = await exitOf(replicate(urls));
+        expect(charset.code).not.toBe(0);
+        expect(charset.output).toMatch(/refuse\.t cannot be replicated: its column s is in character set big5/);
+      } finally {
+        await conns[1]!.query('ALTER TABLE refuse.t DROP COLUMN s');
+      }
+
       // A node without a binary log installs (install does not need one) but cannot be a source.
       const lone = await setupNodes([urls[0]!, noBinlog!.url], 'refuse', ['CREATE TABLE {{db}}.t (id INT PRIMARY KEY, v INT NOT NULL)'], ['t']);
       for (const c of lone) await c.end();

@@ -4,6 +4,7 @@ import { autoIncrementRangesCollide, autoIncrementWarnings } from '../../src/ins
 import { checkTableSelection, parseTableRef } from '../../src/install/table-list.ts';
 import { isUnguardedAppTrigger } from '../../src/install/inspect.ts';
 import { backfillVersionSql } from '../../src/sql/install.ts';
+import { unsupportedCharsetColumn } from '../../src/model/charsets.ts';
 
 describe('table names given to install', () => {
   it('splits schema.table at the first dot', () => {
@@ -103,5 +104,18 @@ describe('application triggers', () => {
     for (const body of unguarded) expect(isUnguardedAppTrigger('t', 'touch', body), body).toBe(true);
     // The project's own triggers are not the application's.
     expect(isUnguardedAppTrigger('t', 'lww_bi__t', 'SET NEW._lww_ts = 1')).toBe(false);
+  });
+});
+
+describe('charsets capture carries byte for byte (model/charsets.ts)', () => {
+  it('takes the Unicode charsets, latin1 and the probed single- and double-byte ones, and columns without a charset', () => {
+    for (const charset of ['utf8mb4', 'utf8mb3', 'UTF8MB4', 'utf16', 'latin1', 'cp1251', 'gbk', 'euckr', null, undefined]) {
+      expect(unsupportedCharsetColumn({ name: 'c', charset })).toBeUndefined();
+    }
+  });
+  it('refuses the charsets whose decoded text the server writes back as other bytes, naming the column and the remedy', () => {
+    for (const charset of ['big5', 'sjis', 'cp932', 'ujis', 'eucjpms', 'tis620', 'gb18030', 'gb2312', 'ucs2', 'utf32', 'swe7', 'macroman']) {
+      expect(unsupportedCharsetColumn({ name: 'note', charset })).toMatch(new RegExp(`^its column note is in character set ${charset}, .*CHARACTER SET utf8mb4`));
+    }
   });
 });
