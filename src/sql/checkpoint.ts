@@ -61,14 +61,18 @@ export function rewindWorkerRowsSql(meta: string): string {
 
 /**
  * Bound: position, version, source time (µs, or null: keep the stored one), apply_seq, source_id,
- * worker, owner_epoch. Affects 0 rows when the epoch moved on. The source time is assigned, not
- * raised: after a source clock step back the stored time goes back too, which only holds the GC
- * horizon back.
+ * worker, owner_epoch. Affects 0 rows when the epoch moved on. The source time only rises: it is a
+ * binlog event's time, which a session's SET TIMESTAMP sets (a mysqlbinlog replay, an import) and a
+ * source clock step back lowers, while binlog order is commit order, so the highest time read is
+ * the best bound of what committed before. Assigned (before 2026-12-05), a past-stamped transaction
+ * took it below what the target's GC had collected, and the next start stopped the direction for
+ * good as a source "away longer than the GC horizon" (gc.test, flaky with idle workers' rows). A
+ * change stamped below a collection still meets the apply's own guard (guardCollectedHorizon).
  */
 export function advanceCheckpointSql(meta: string): string {
   return (
     `UPDATE ${T(meta)} SET \`position\` = ?, \`last_version\` = GREATEST(\`last_version\`, ?),` +
-    ' `source_time_us` = COALESCE(?, `source_time_us`), `apply_seq` = ?,' +
+    ' `source_time_us` = GREATEST(COALESCE(?, `source_time_us`), COALESCE(`source_time_us`, 0)), `apply_seq` = ?,' +
     ' `applied_batches` = `applied_batches` + 1, `updated_at` = CURRENT_TIMESTAMP(6)' +
     ' WHERE `source_id` = ? AND `worker` = ? AND `owner_epoch` = ?'
   );

@@ -611,7 +611,11 @@ class LwwSink implements Sink {
     for (const q of batch) {
       const prev = advances.get(q.txn.sourceId);
       // The time of the last transaction whose position is stored (an unknown one keeps the previous).
-      const sourceTimeUs = q.txn.sourceTimeMs !== undefined ? BigInt(q.txn.sourceTimeMs) * 1000n : prev?.sourceTimeUs;
+      // Never past this clock: a session's SET TIMESTAMP in the future stamps the binlog events of
+      // tables without triggers too, and a time ahead would let GC pass this stream's real progress.
+      // Never back within the window (nor in the stored row, advanceCheckpointSql): see there.
+      const given = q.txn.sourceTimeMs !== undefined ? BigInt(Math.min(q.txn.sourceTimeMs, Date.now())) * 1000n : undefined;
+      const sourceTimeUs = given === undefined || (prev?.sourceTimeUs !== undefined && prev.sourceTimeUs > given) ? prev?.sourceTimeUs : given;
       if (prev) {
         // One advance per source, updated in place: no await nor object per transaction.
         if (q.txn.maxVersion > prev.version) prev.version = q.txn.maxVersion;

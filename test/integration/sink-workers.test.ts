@@ -100,6 +100,39 @@ describeEachEngine('parallel apply checkpoints', 1, (ctx) => {
     expect((await rowsOf(conn, 'pw', 't', ['id'])).find((r) => r.id === 100)?.n).toBe(6);
   });
 
+  it('the recorded source time only rises and never passes this clock: a past-stamped transaction (SET TIMESTAMP, a binlog replay) does not take it back, a future one does not take it ahead', async () => {
+    for (const workers of [1, 4]) {
+      const meta = `pw_meta_time${workers}`;
+      await conn.query(`DROP DATABASE IF EXISTS ${meta}`);
+      await freshDatabase(conn, 'pw', [T]);
+      const sink = sinkFor(meta, workers);
+      const now = Date.now();
+      // Every worker row's time, lowest first (the resume point takes the lowest).
+      const times = async () =>
+        (await conn.query<RowDataPacket[]>(`SELECT source_time_us AS t FROM ${meta}.checkpoints WHERE source_id = 's' ORDER BY source_time_us`, []))[0].map((r) => BigInt(String(r.t)));
+      await sink.write({ sourceId: 's', position: 'p1', changes: [ins(1, 1, v(1))], sourceTimeMs: now });
+      await sink.flush();
+      expect(await times()).toEqual(new Array(workers).fill(BigInt(now) * 1000n));
+      // Past-stamped, in a window of its own and in a window after a newer one.
+      await sink.write({ sourceId: 's', position: 'p2', changes: [ins(2, 1, v(2))], sourceTimeMs: now - 3_600_000 });
+      await sink.flush();
+      expect((await times())[0]).toBe(BigInt(now) * 1000n);
+      await sink.write({ sourceId: 's', position: 'p3', changes: [ins(3, 1, v(3))], sourceTimeMs: now + 1 });
+      await sink.write({ sourceId: 's', position: 'p4', changes: [ins(4, 1, v(4))], sourceTimeMs: now - 3_600_000 });
+      await sink.flush();
+      const after = await times();
+      expect(after[0]).toBeGreaterThanOrEqual(BigInt(now) * 1000n);
+      expect(after[after.length - 1]).toBe(BigInt(now + 1) * 1000n);
+      const before = Date.now();
+      await sink.write({ sourceId: 's', position: 'p5', changes: [ins(5, 1, v(5))], sourceTimeMs: before + 3_600_000 });
+      await sink.flush();
+      const latest = (await times()).at(-1)!;
+      expect(latest).toBeGreaterThanOrEqual(BigInt(before) * 1000n);
+      expect(latest).toBeLessThanOrEqual(BigInt(Date.now()) * 1000n);
+      await sink.close();
+    }
+  });
+
   it("a newer writer's claim stops the older writer's other workers as well", async () => {
     const meta = 'pw_meta_claim';
     await conn.query(`DROP DATABASE IF EXISTS ${meta}`);
