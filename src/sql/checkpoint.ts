@@ -54,7 +54,7 @@ export function dropWorkerRowsSql(meta: string): string {
  */
 export function rewindWorkerRowsSql(meta: string): string {
   return (
-    `UPDATE ${T(meta)} SET \`position\` = ?, \`apply_seq\` = ?, \`source_time_us\` = ?, \`last_version\` = GREATEST(\`last_version\`, ?)` +
+    `UPDATE ${T(meta)} SET \`position\` = ?, \`apply_seq\` = ?, \`source_time_us\` = ?, \`last_version\` = GREATEST(\`last_version\`, CAST(? AS DECIMAL(20,0)))` +
     ' WHERE `source_id` = ? AND `owner_epoch` = ?'
   );
 }
@@ -71,8 +71,8 @@ export function rewindWorkerRowsSql(meta: string): string {
  */
 export function advanceCheckpointSql(meta: string): string {
   return (
-    `UPDATE ${T(meta)} SET \`position\` = ?, \`last_version\` = GREATEST(\`last_version\`, ?),` +
-    ' `source_time_us` = GREATEST(COALESCE(?, `source_time_us`), COALESCE(`source_time_us`, 0)), `apply_seq` = ?,' +
+    `UPDATE ${T(meta)} SET \`position\` = ?, \`last_version\` = GREATEST(\`last_version\`, CAST(? AS DECIMAL(20,0))),` +
+    ' `source_time_us` = GREATEST(COALESCE(CAST(? AS DECIMAL(20,0)), `source_time_us`), COALESCE(`source_time_us`, 0)), `apply_seq` = ?,' +
     ' `applied_batches` = `applied_batches` + 1, `updated_at` = CURRENT_TIMESTAMP(6)' +
     ' WHERE `source_id` = ? AND `worker` = ? AND `owner_epoch` = ?'
   );

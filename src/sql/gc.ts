@@ -81,7 +81,7 @@ export function recordCollectedSql(meta: string, schema: string, table: string, 
   return {
     sql:
       `INSERT INTO ${quoteTable(meta, 'gc_state')} (\`schema_name\`, \`table_name\`, \`collected_below\`, \`collected_rows\`) VALUES (?, ?, ?, ?)` +
-      ' ON DUPLICATE KEY UPDATE `collected_below` = GREATEST(`collected_below`, ?), `collected_rows` = `collected_rows` + ?,' +
+      ' ON DUPLICATE KEY UPDATE `collected_below` = GREATEST(`collected_below`, CAST(? AS DECIMAL(20,0))), `collected_rows` = `collected_rows` + ?,' +
       ' `updated_at` = CURRENT_TIMESTAMP(6)',
     values: [schema, table, below, rows, below, rows],
   };

@@ -133,6 +133,22 @@ describeEachEngine('parallel apply checkpoints', 1, (ctx) => {
     }
   });
 
+  it('the recorded last version is exact in all 64 bits (MariaDB compared a bound string as a double and stored it rounded up)', async () => {
+    const meta = 'pw_meta_lastv';
+    await conn.query(`DROP DATABASE IF EXISTS ${meta}`);
+    await freshDatabase(conn, 'pw', [T]);
+    const sink = sinkFor(meta, 1);
+    const top = ((BigInt(Date.now()) * 1000n) << 10n) + 1001n;
+    expect(BigInt(Number(top))).not.toBe(top); // no double holds it
+    await sink.write({ sourceId: 's', position: 'p1', changes: [ins(1, 1, v(1))] });
+    await sink.write({ sourceId: 's', position: 'p2', changes: [ins(2, 1, top)] });
+    await sink.flush();
+    expect((await sink.checkpoint('s'))?.lastVersion).toBe(top);
+    const [[row]] = await conn.query<RowDataPacket[]>(`SELECT CAST(last_version AS CHAR) AS v FROM ${meta}.checkpoints WHERE source_id = 's'`);
+    expect(row!.v).toBe(top.toString());
+    await sink.close();
+  });
+
   it("a newer writer's claim stops the older writer's other workers as well", async () => {
     const meta = 'pw_meta_claim';
     await conn.query(`DROP DATABASE IF EXISTS ${meta}`);

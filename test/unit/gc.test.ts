@@ -104,7 +104,7 @@ describe('GC statements', () => {
     expect(recordCollectedSql('m', 'db', 't', 5n, 3)).toEqual({
       sql:
         'INSERT INTO `m`.`gc_state` (`schema_name`, `table_name`, `collected_below`, `collected_rows`) VALUES (?, ?, ?, ?)' +
-        ' ON DUPLICATE KEY UPDATE `collected_below` = GREATEST(`collected_below`, ?), `collected_rows` = `collected_rows` + ?, `updated_at` = CURRENT_TIMESTAMP(6)',
+        ' ON DUPLICATE KEY UPDATE `collected_below` = GREATEST(`collected_below`, CAST(? AS DECIMAL(20,0))), `collected_rows` = `collected_rows` + ?, `updated_at` = CURRENT_TIMESTAMP(6)',
       values: ['db', 't', '5', 3, '5', 3],
     });
   });
