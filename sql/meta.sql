@@ -9,7 +9,10 @@ CREATE DATABASE IF NOT EXISTS {{meta}} CHARACTER SET utf8mb4
 -- row holds the stream's owner and source identity; with parallel apply each worker advances its
 -- own row and the stream resumes from the row with the lowest `apply_seq` (src/writer/worker-pool.ts).
 CREATE TABLE IF NOT EXISTS {{meta}}.`checkpoints` (
-  `source_id`       VARCHAR(255)    NOT NULL,
+  -- Binary collation: two streams whose ids differ in letter case or accents ('Orders', 'orders')
+  -- are two rows (under the schema's default collation they shared one, and one resumed from the
+  -- other's position). The sink refuses an id ending in a space (PAD SPACE ignores it).
+  `source_id`       VARCHAR(255)    CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
   `worker`          SMALLINT UNSIGNED NOT NULL DEFAULT 0,
   `position`        VARCHAR(4096)   NOT NULL DEFAULT '',
   `last_version`    BIGINT UNSIGNED NOT NULL DEFAULT 0,

@@ -4,7 +4,7 @@ import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { UnsupportedTableError } from '../errors.ts';
 import { claimTableName } from '../model/names.ts';
 import { CLAIM_VERSION_COLUMN, type ClaimIndex, claimOwnerColumns, type TableMeta } from '../model/table.ts';
-import { addCheckpointIdentityColumnsSql, addCheckpointSourceTimeSql, addCheckpointWorkerSql, CHECKPOINT_IDENTITY_COLUMNS } from '../sql/checkpoint.ts';
+import { addCheckpointIdentityColumnsSql, addCheckpointSourceTimeSql, addCheckpointWorkerSql, binarySourceIdSql, CHECKPOINT_IDENTITY_COLUMNS } from '../sql/checkpoint.ts';
 import { dropTableSql, enterApplySessionSql, modifyTombstoneColumnsSql } from '../sql/install.ts';
 import { COLUMNS_SQL, UNIQUE_KEY_PARTS_SQL, UNIQUE_KEYS_SQL } from '../sql/introspect.ts';
 import { claimTableDdl, columnDefinition, type KeyColumnDef, metaSchemaDdl, tombstoneTableDdl } from '../sql/templates.ts';
@@ -17,6 +17,9 @@ export async function ensureMetaSchema(conn: Connection, metaSchema: string): Pr
   // ...and the source server identity (server_uuid, GTID set, binlog head) resumes are checked against.
   const missing = CHECKPOINT_IDENTITY_COLUMNS.filter((want) => !cols.some((c) => c.name === want.name));
   if (missing.length > 0) await conn.query(addCheckpointIdentityColumnsSql(metaSchema, missing));
+  // ...and stream ids told apart byte for byte (ids that differed only in letter case shared a row; none can exist twice now).
+  const sourceId = cols.find((c) => c.name === 'source_id');
+  if (sourceId && sourceId.collation !== 'utf8mb4_bin') await conn.query(binarySourceIdSql(metaSchema));
   // ...and the worker dimension of parallel apply: its one row per stream becomes worker 0's.
   if (!cols.some((c) => c.name === 'worker')) {
     await conn.query(addCheckpointWorkerSql(metaSchema)).catch((err: unknown) => {

@@ -62,10 +62,20 @@ const changeSchema = z
   })
   .strict();
 
+/** A lone UTF-16 surrogate: the server stores U+FFFD instead, so the text read back is another one. */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** Ids and positions are keys and resume tokens: stored as given or refused. */
 const txnSchema = z
   .object({
-    sourceId: z.string().min(1).max(255),
-    position: z.string().max(4096),
+    // A trailing space would be ignored by the checkpoint key's collation (PAD SPACE): another stream's row.
+    sourceId: z
+      .string()
+      .min(1)
+      .max(255)
+      .refine((s) => !s.endsWith(' '), 'must not end in a space (the checkpoint table compares ids without trailing spaces)')
+      .refine((s) => !LONE_SURROGATE.test(s), 'holds a lone UTF-16 surrogate, which the server would store as U+FFFD'),
+    position: z.string().max(4096).refine((s) => !LONE_SURROGATE.test(s), 'holds a lone UTF-16 surrogate, which the server would store as U+FFFD: the resume token read back would differ'),
     changes: z.array(z.unknown()),
     sourceTimeMs: z.number().int().nonnegative().optional(),
   })
@@ -105,8 +115,8 @@ function validColumnList(v: unknown): v is string[] {
 function fastParse(input: unknown): SourceTransaction | undefined {
   if (!isRow(input)) return undefined;
   const { sourceId, position, changes, sourceTimeMs } = input as { sourceId?: unknown; position?: unknown; changes?: unknown; sourceTimeMs?: unknown };
-  if (typeof sourceId !== 'string' || sourceId.length === 0 || sourceId.length > 255) return undefined;
-  if (typeof position !== 'string' || position.length > 4096 || !Array.isArray(changes)) return undefined;
+  if (typeof sourceId !== 'string' || sourceId.length === 0 || sourceId.length > 255 || sourceId.endsWith(' ') || LONE_SURROGATE.test(sourceId)) return undefined;
+  if (typeof position !== 'string' || position.length > 4096 || !Array.isArray(changes) || LONE_SURROGATE.test(position)) return undefined;
   if (sourceTimeMs !== undefined && !(Number.isSafeInteger(sourceTimeMs) && (sourceTimeMs as number) >= 0)) return undefined;
   for (const key in input) if (key !== 'sourceId' && key !== 'position' && key !== 'changes' && key !== 'sourceTimeMs') return undefined;
   const out: RowChange[] = new Array(changes.length);

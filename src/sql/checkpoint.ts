@@ -99,6 +99,11 @@ export function addCheckpointWorkerSql(meta: string): string {
   );
 }
 
+/** Upgrades a checkpoints table whose stream ids compared case- and accent-insensitively (sql/meta.sql). */
+export function binarySourceIdSql(meta: string): string {
+  return `ALTER TABLE ${T(meta)} MODIFY \`source_id\` VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL`;
+}
+
 /** Upgrades a checkpoints table made before the source time was recorded. */
 export function addCheckpointSourceTimeSql(meta: string): string {
   return `ALTER TABLE ${T(meta)} ADD COLUMN \`source_time_us\` BIGINT UNSIGNED NULL`;

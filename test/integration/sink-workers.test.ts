@@ -149,6 +149,29 @@ describeEachEngine('parallel apply checkpoints', 1, (ctx) => {
     await sink.close();
   });
 
+  it("stream ids that differ in letter case or accents keep checkpoints of their own (they shared one: 'orders' resumed from 'Orders'), on a table upgraded in place too; an id ending in a space and a position with a lone surrogate are refused", async () => {
+    const meta = 'pw_meta_ids';
+    // A checkpoints table from before: the schema's default collation, case- and accent-insensitive.
+    await freshDatabase(conn, meta, [LEGACY_CHECKPOINTS.replaceAll('{{meta}}', meta)]);
+    await freshDatabase(conn, 'pw', [T]);
+    const ids = ['Orders', 'orders', 'café', 'cafe'];
+    for (const [i, sourceId] of ids.entries()) {
+      const sink = sinkFor(meta, 1);
+      await sink.write({ sourceId, position: `pos-${i}`, changes: [ins(10 + i, i, v(10 + i))] });
+      await sink.close();
+    }
+    const check = sinkFor(meta, 1);
+    for (const [i, sourceId] of ids.entries()) expect((await check.checkpoint(sourceId))?.position).toBe(`pos-${i}`);
+    await check.close();
+    const [[col]] = await conn.query<RowDataPacket[]>("SELECT COLLATION_NAME AS c FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'checkpoints' AND COLUMN_NAME = 'source_id'", [meta]);
+    expect(col!.c).toBe('utf8mb4_bin');
+    const bad = sinkFor(meta, 1);
+    await expect(bad.write({ sourceId: 'orders ', position: 'p', changes: [] })).rejects.toThrow(/sourceId.*must not end in a space/);
+    const bad2 = sinkFor(meta, 1);
+    await expect(bad2.write({ sourceId: 'orders', position: 'a\uD800b', changes: [] })).rejects.toThrow(/position.*lone UTF-16 surrogate/);
+    expect((await rowsOf(conn, 'pw', 't', ['id'])).map((r) => r.id)).toEqual([10, 11, 12, 13]);
+  });
+
   it("a newer writer's claim stops the older writer's other workers as well", async () => {
     const meta = 'pw_meta_claim';
     await conn.query(`DROP DATABASE IF EXISTS ${meta}`);
