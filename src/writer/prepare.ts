@@ -9,6 +9,7 @@ import type { ClaimIndex, ColumnMeta, TableMeta } from '../model/table.ts';
 import { ColumnDefault } from '../sql/dml.ts';
 import { keyPart, type SqlValue, toSqlValue, ValueError } from './values.ts';
 import { EnumErrorValue } from '../model/enum-error.ts';
+import { parseVersion } from '../model/version.ts';
 
 export interface KeyOp {
   kind: 'upsert' | 'delete';
@@ -223,6 +224,15 @@ export function prepareTransaction(txn: SourceTransaction, metaOf: (change: RowC
       continue;
     }
     const after = change.after!;
+    // The version column is written from change.version: one given in the image must be the same.
+    const stamped = after[m.versionColumn];
+    if (stamped !== undefined && stamped !== null && !sameVersion(stamped, version)) {
+      throw new InvalidChangeError(
+        `change #${index} (${m.schema}.${m.table}, ${change.op}): after.${m.versionColumn} is ${String(stamped)} but the change's version is ${version}; the sink writes the version, so give one or make them agree`,
+        index,
+        `after.${m.versionColumn}`,
+      );
+    }
     let key: SqlValue[];
     let row: SqlValue[];
     if (keyIndexes) {
@@ -245,6 +255,14 @@ export function prepareTransaction(txn: SourceTransaction, metaOf: (change: RowC
   const prepared: PreparedTransaction = { sourceId: txn.sourceId, position: txn.position, ops, maxVersion, bytes };
   if (txn.sourceTimeMs !== undefined) prepared.sourceTimeMs = txn.sourceTimeMs;
   return prepared;
+}
+
+function sameVersion(stamped: unknown, version: bigint): boolean {
+  try {
+    return parseVersion(typeof stamped === 'number' ? stamped : String(stamped)) === version;
+  } catch {
+    return false;
+  }
 }
 
 function pushUpsert(ops: KeyOp[], meta: TableMeta, columns: Map<string, ColumnMeta>, index: number, change: RowChange, key: SqlValue[], row: SqlValue[], sourceId: string): void {

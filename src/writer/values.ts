@@ -39,8 +39,16 @@ function bitWidth(columnType: string): number {
 }
 
 function bitValue(value: unknown, columnType: string): Buffer {
-  const bytes = Math.ceil(bitWidth(columnType) / 8);
-  if (isBytes(value)) return Buffer.from(value);
+  const width = bitWidth(columnType);
+  const bytes = Math.ceil(width / 8);
+  if (isBytes(value)) {
+    // The server refuses bits past the width (0x08 into BIT(3)); leading zero bytes are no bits.
+    const buf = Buffer.from(value);
+    const first = buf.findIndex((b) => b !== 0);
+    const significant = first < 0 ? 0 : (buf.length - first - 1) * 8 + (32 - Math.clz32(buf[first]!));
+    if (significant > width) throw new ValueError(`0x${buf.toString('hex')} has ${significant} significant bits, more than ${columnType} holds`);
+    return buf;
+  }
   let n: bigint;
   if (typeof value === 'bigint') n = value;
   else if (typeof value === 'number' && Number.isSafeInteger(value)) n = BigInt(value);
@@ -113,6 +121,10 @@ interface ColumnFacts {
   caseSensitive: boolean;
   /** TIME, DATETIME, TIMESTAMP: fractional-second digits the column keeps. */
   fsp: number;
+  /** FLOAT(M,D) / DOUBLE(M,D): the declared digits and decimals, which the server rounds to and checks. */
+  floatDigits?: [number, number];
+  /** ENUM and SET members as declared (a number names one by position, or a SET of them by bits). */
+  memberNames?: string[];
 }
 
 const facts = new WeakMap<ColumnMeta, ColumnFacts>();
@@ -156,8 +168,10 @@ function factsOf(col: ColumnMeta): ColumnFacts {
   f.bytes = t === 'binary' || t === 'varbinary' ? declaredLength(col.columnType) : BYTE_LIMITS[t];
   if (t === 'enum' || t === 'set') {
     // The server drops a member's trailing spaces at CREATE TABLE; COLUMN_TYPE shows them dropped.
-    f.members = [...col.columnType.matchAll(/'((?:[^']|'')*)'/g)].map((e) => memberForm(f!, e[1]!.replaceAll("''", "'")));
+    f.memberNames = [...col.columnType.matchAll(/'((?:[^']|'')*)'/g)].map((e) => e[1]!.replaceAll("''", "'"));
+    f.members = f.memberNames.map((name) => memberForm(f!, name));
   }
+  if (kind === 'float' && m?.[2] !== undefined) f.floatDigits = [Number(m[1]), Number(m[2])];
   facts.set(col, f);
   return f;
 }
@@ -182,10 +196,11 @@ function checkInteger(col: ColumnMeta, f: ColumnFacts, text: string, n?: number)
 
 function checkDecimal(col: ColumnMeta, f: ColumnFacts, text: string): string {
   const { precision, scale } = f;
-  // The server rounds extra fraction digits half away from zero, then checks the digits before the
-  // point: 9.995 does not fit DECIMAL(3,2) (it becomes 10.00), and -0.001 is negative.
+  // The server rounds extra fraction digits half away from zero: the stored value would not be the
+  // one given (1.005 into DECIMAL(5,2) is 1.01), so they are refused unless they are zeros.
   const n = new BigNumber(text);
   const rounded = n.decimalPlaces(scale, BigNumber.ROUND_HALF_UP);
+  if (!rounded.eq(n)) throw new ValueError(`${text} has more than ${scale} fraction digits; ${col.columnType} would store ${rounded.toFixed(scale)} (round it first)`);
   if (rounded.abs().integerValue(BigNumber.ROUND_DOWN).toFixed().replace(/^0$/, '').length > precision - scale) {
     throw new ValueError(`${text} is out of range for ${col.columnType}`);
   }
@@ -197,6 +212,14 @@ function checkFloat(col: ColumnMeta, f: ColumnFacts, n: number): void {
   if (!Number.isFinite(n)) throw new ValueError(`${n} cannot be stored (the server has no NaN or Infinity)`);
   if (col.dataType === 'float' && Math.abs(n) > FLOAT_MAX) throw new ValueError(`${n} is out of range for FLOAT`);
   if (f.unsigned && n < 0) throw new ValueError(`${n} is negative in an unsigned column`);
+  const digits = f.floatDigits;
+  if (digits) {
+    // FLOAT(M,D) keeps D decimals (the server rounds the rest away) and fewer than 10^(M-D) before the point.
+    const [m, d] = digits;
+    const rounded = Number(n.toFixed(d));
+    if (rounded !== n) throw new ValueError(`${n} has more than ${d} decimals; ${col.columnType} would store ${rounded}`);
+    if (Math.abs(rounded) >= 10 ** (m - d)) throw new ValueError(`${n} is out of range for ${col.columnType}`);
+  }
 }
 
 /** Trailing spaces are not part of an ENUM/SET member (the server drops them); case as the collation compares. */
@@ -258,6 +281,23 @@ function checkEnum(col: ColumnMeta, f: ColumnFacts, text: string): void {
   }
 }
 
+/**
+ * A number names an ENUM member by position (1 is the first) and a SET by its bits, as the server
+ * reads a number; sent as text it would name the member spelled '1' where there is one. Written as
+ * the members' names.
+ */
+function memberOfNumber(col: ColumnMeta, f: ColumnFacts, value: number | bigint): string {
+  const names = f.memberNames!;
+  if (typeof value === 'number' && !Number.isSafeInteger(value)) throw new ValueError(`${value} is not a member position of ${col.columnType}`);
+  const n = BigInt(value);
+  if (col.dataType === 'enum') {
+    if (n < 1n || n > BigInt(names.length)) throw new ValueError(`${n} is not a member position of ${col.columnType} (1..${names.length})`);
+    return names[Number(n) - 1]!;
+  }
+  if (n < 0n || n >= 1n << BigInt(names.length)) throw new ValueError(`${n} is not a set of members of ${col.columnType} (bits 0..${names.length - 1})`);
+  return names.filter((_, i) => (n >> BigInt(i)) & 1n).join(',');
+}
+
 function checkSet(col: ColumnMeta, f: ColumnFacts, text: string): void {
   const members = f.members!;
   if (text === '' || members.includes(memberForm(f, text))) return;
@@ -313,9 +353,27 @@ function checkJsonDocument(value: unknown, limits: JsonLimits, depth: number): v
   }
 }
 
+const INT64_MIN = -(1n << 63n);
+const UINT64_MAX = (1n << 64n) - 1n;
+
+/** MySQL's JSON holds an integer beyond 64 bits as a double: another value, and another type. */
+function checkJsonInteger(digits: string): void {
+  const n = BigInt(digits);
+  if (n < INT64_MIN || n > UINT64_MAX) throw new ValueError(`holds the integer ${digits}, beyond 64 bits: MySQL's JSON would store it as the double ${Number(n)}`);
+}
+
+/** Integer tokens of JSON text (outside strings), checked as checkJsonInteger. */
+function checkJsonTextIntegers(text: string): void {
+  const token = /"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?/g;
+  for (const m of text.matchAll(token)) {
+    const t = m[0];
+    if (t.charCodeAt(0) !== 34 && !/[.eE]/.test(t) && t.length > 18) checkJsonInteger(t);
+  }
+}
+
 function stringifyJson(value: unknown, seen: Set<object>, limits: JsonLimits): string | undefined {
   if (typeof value === 'bigint') {
-    if (limits.doubles && !Number.isFinite(Number(value))) throw new ValueError('holds a number beyond the range of a double');
+    if (limits.doubles) checkJsonInteger(value.toString());
     return value.toString();
   }
   if (value !== null && typeof value === 'object' && typeof (value as { toJSON?: unknown }).toJSON === 'function') {
@@ -355,7 +413,9 @@ function checkJsonText(col: ColumnMeta, text: string): string {
   } catch {
     throw new ValueError('is not valid JSON text');
   }
-  checkJsonDocument(doc, jsonLimits(col), 1);
+  const limits = jsonLimits(col);
+  checkJsonDocument(doc, limits, 1);
+  if (limits.doubles) checkJsonTextIntegers(text);
   return text;
 }
 
@@ -558,6 +618,7 @@ export function toSqlValue(col: ColumnMeta, value: unknown): SqlValue {
       throw new ValueError(`cannot store ${describe(value)} in a binary column`);
   }
   if (t === 'set' && Array.isArray(value)) return checkText(col, f, value.map(String).join(','));
+  if ((t === 'enum' || t === 'set') && (typeof value === 'number' || typeof value === 'bigint')) return memberOfNumber(col, f, value);
   if (typeof value === 'string') return checkText(col, f, value);
   if (typeof value === 'number' || typeof value === 'bigint') return checkText(col, f, value.toString());
   if (isBytes(value)) return Buffer.from(value);

@@ -135,7 +135,7 @@ describeEachEngine('sink type fidelity', 1, (ctx) => {
         st SET('a','b','c') NULL, stb SET('a','b','c') COLLATE utf8mb4_bin NULL, en ENUM('x','Y') NULL, enb ENUM('x','Y') COLLATE utf8mb4_bin NULL,
         d32 DECIMAL(3,2) NULL, d32u DECIMAL(3,2) UNSIGNED NULL, dbl DOUBLE NULL, vc VARCHAR(10) NULL, c3 CHAR(3) NULL, vc3 VARCHAR(3) NULL, vb VARBINARY(10) NULL,
         js JSON NULL, l1 VARCHAR(10) CHARACTER SET latin1 NULL, asc7 VARCHAR(10) CHARACTER SET ascii NULL, u3 VARCHAR(10) CHARACTER SET utf8mb3 NULL,
-        _lww_ts BIGINT UNSIGNED NOT NULL)`,
+        end ENUM('a','b','2','1') NULL, f74 FLOAT(7,4) NULL, b3 BIT(3) NULL, _lww_ts BIGINT UNSIGNED NOT NULL)`,
     ]);
     const nested = (depth: number) => `${'['.repeat(depth)}${']'.repeat(depth)}`;
     const accepted: Array<[string, unknown, string]> = [
@@ -145,7 +145,8 @@ describeEachEngine('sink type fidelity', 1, (ctx) => {
       ['y', 0, '0000'], ['y', '0000', '0000'], ['y', 1901, '1901'], ['y', '2155', '2155'],
       ['st', 'b,a', 'a,b'], ['st', 'A', 'a'], ['st', '3', 'a,b'], ['st', 'a ', 'a'], ['st', '', ''], ['st', ['c', 'a'], 'a,c'], ['stb', 'a,b', 'a,b'],
       ['en', 'y', 'Y'], ['en', 'x ', 'x'], ['en', 2, 'Y'], ['enb', 'Y', 'Y'],
-      ['d32', '9.994', '9.99'], ['d32', '-9.994', '-9.99'], ['d32', '0.9994e1', '9.99'], ['d32u', '-0.000', '0.00'], ['d32', '+.5', '0.50'],
+      ['d32', '9.990', '9.99'], ['d32', '-9.99', '-9.99'], ['d32', '0.999e1', '9.99'], ['d32u', '-0.000', '0.00'], ['d32', '+.5', '0.50'],
+      ['end', 1, 'a'], ['end', 4, '1'], ['end', '1', '1'], ['end', '2', '2'], ['st', 5, 'a,c'], ['f74', 999.9999, '999.9999'], ['f74', -0.5, '-0.5000'],
       ['dbl', ' 1.5 ', '1.5'], ['dbl', '1e308', '1e308'],
       ['c3', 'abc  ', 'abc'], ['c3', 'ab ', 'ab'], ['vc', '😀 ok', '😀 ok'],
       ['js', '["\\ud83d\\ude00"]', ctx.engine === 'mysql' ? '["😀"]' : '["\\ud83d\\ude00"]'], ['js', nested(ctx.engine === 'mysql' ? 100 : 31), ctx.engine === 'mysql' ? nested(100).replaceAll('][', '], [') : nested(31)],
@@ -159,7 +160,9 @@ describeEachEngine('sink type fidelity', 1, (ctx) => {
       ['y', 5, /not a YEAR/], ['y', '0', /not a YEAR/], ['y', '05', /not a YEAR/], ['y', 1900, /not a YEAR/], ['y', 2156, /not a YEAR/], ['y', '1999.5', /not a YEAR/],
       ['st', 'a,d', /not a member/], ['st', '8', /not a member/], ['st', ' a', /not a member/], ['st', 'a,', /not a member/], ['st', ',a', /not a member/], ['stb', 'A', /letter case/],
       ['en', '0', /not one of/], ['en', ' x', /not one of/], ['enb', 'y', /letter case/], ['enb', 'X', /letter case/],
-      ['d32', '9.995', /out of range/], ['d32', '-9.995', /out of range/], ['d32', '0.9995e1', /out of range/], ['d32u', '-0.001', /negative/],
+      ['d32', '9.995', /more than 2 fraction digits/], ['d32', '9.994', /more than 2 fraction digits/], ['d32', '1.005', /more than 2 fraction digits/], ['d32', '10.00', /out of range/], ['d32u', '-0.01', /negative/],
+      ['end', 0, /member position/], ['end', 5, /member position/], ['st', 8, /not a set of members/], ['f74', 1000.5, /out of range/], ['f74', 1.23456, /more than 4 decimals/], ['b3', Buffer.from([8]), /significant bits/],
+      ...(ctx.engine === 'mysql' ? [['js', '[18446744073709551616]', /beyond 64 bits/] as [string, unknown, RegExp], ['js', { n: 1n << 64n }, /beyond 64 bits/] as [string, unknown, RegExp]] : []),
       ['dbl', '0x10', /floating-point/], ['dbl', '0b1', /floating-point/], ['dbl', '1_0', /floating-point/],
       ['vc', 'a\ud800b', /surrogate/], ['vc', '\udc00', /surrogate/], ['vb', 'a\ud800', /surrogate/], ['js', '"a\\ud800"', /surrogate/], ['js', ['\ud800'], /surrogate/],
       ['js', nested(ctx.engine === 'mysql' ? 101 : 32), ctx.engine === 'mysql' ? /deeper than 100/ : /deeper than 31/],
@@ -167,7 +170,7 @@ describeEachEngine('sink type fidelity', 1, (ctx) => {
       ['c3', 'abc\t', /4 characters/], ['vc3', 'abc  ', /5 characters/],
       ['l1', 'ł', /U\+0142 does not exist in the latin1/], ['l1', '\u0080', /U\+0080/], ['asc7', 'é', /U\+00E9/], ['u3', '😀', /U\+1F600/],
     ];
-    const columns = ['tm', 'tm6', 'dtm', 'dtm2', 'ts', 'y', 'st', 'stb', 'en', 'enb', 'd32', 'd32u', 'dbl', 'vc', 'c3', 'vc3', 'vb', 'js', 'l1', 'asc7', 'u3'];
+    const columns = ['tm', 'tm6', 'dtm', 'dtm2', 'ts', 'y', 'st', 'stb', 'en', 'enb', 'd32', 'd32u', 'dbl', 'vc', 'c3', 'vc3', 'vb', 'js', 'l1', 'asc7', 'u3', 'end', 'f74', 'b3'];
     const nulls = Object.fromEntries(columns.map((c) => [c, null]));
     const change = (id: number, column: string, value: unknown) => ({ schema: 'vals', table: 't', op: 'insert' as const, after: { ...nulls, id, [column]: value }, version: 10n });
     const sink = createSink({ target: ctx.servers[0]!.url, failpoints: '' });

@@ -73,6 +73,10 @@ describe('change validation', () => {
     expect(() => prep([{ schema: 'db', table: 't', op: 'insert', after: { v: 'a' }, version: '1' }])).toThrow(/lacks primary-key column id/);
     expect(() => prep([{ schema: 'db', table: 't', op: 'insert', after: { id: 1 }, version: '1' }])).toThrow(/lacks column v/);
     expect(() => prep([{ schema: 'db', table: 't', op: 'insert', after: { id: 'x', v: 'a' }, version: '1' }])).toThrow(/after.id.*integer/);
+    // The version column in the image must be the change's version (the sink writes that one).
+    expect(() => prep([{ schema: 'db', table: 't', op: 'insert', after: { id: 1, v: 'a', _lww_ts: '7' }, version: '1' }])).toThrow(/change #0 .*after\._lww_ts is 7 but the change's version is 1/);
+    expect(() => prep([{ schema: 'db', table: 't', op: 'update', after: { id: 1, v: 'a', _lww_ts: 'x' }, version: '1' }])).toThrow(/after\._lww_ts is x/);
+    for (const same of ['1', 1, 1n, null]) expect(prep([{ schema: 'db', table: 't', op: 'insert', after: { id: 1, v: 'a', _lww_ts: same }, version: '1' }]).ops).toHaveLength(1);
   });
   it('a column the source table did not have yet takes its DEFAULT; anything else missing is refused', () => {
     const col = (name: string, nullable: boolean, hasDefault?: boolean) => ({ name, dataType: 'int', columnType: 'int', nullable, generated: false, charset: null, collation: null, ...(hasDefault === undefined ? {} : { hasDefault }) });
@@ -270,10 +274,27 @@ describe('values and names', () => {
     expect(toSqlValue(col('enum', "enum('x','Y')"), 'x ')).toBe('x ');
     expect(() => toSqlValue(cs('enum', "enum('x','Y')", 'utf8mb4', 'utf8mb4_bin'), 'y')).toThrow(/letter case/);
     expect(() => toSqlValue(col('enum', "enum('x','Y')"), '0')).toThrow(/not one of/);
-    // Rounded to the scale first: 9.995 becomes 10.00, which DECIMAL(3,2) cannot hold.
-    for (const bad of ['9.995', '-9.995', '0.9995e1']) expect(() => toSqlValue(col('decimal', 'decimal(3,2)'), bad), bad).toThrow(/out of range/);
-    expect(toSqlValue(col('decimal', 'decimal(3,2)'), '9.994')).toBe('9.994');
-    expect(() => toSqlValue(col('decimal', 'decimal(3,2) unsigned'), '-0.001')).toThrow(/negative/);
+    // Fraction digits past the scale would be rounded away (1.005 stored as 1.01): refused unless zeros.
+    for (const bad of ['9.995', '-9.995', '0.9995e1', '9.994', '1.005', 1.005, '1e-3']) expect(() => toSqlValue(col('decimal', 'decimal(3,2)'), bad), String(bad)).toThrow(/more than 2 fraction digits/);
+    for (const good of ['9.99', '9.990', '0.999e1', '-9.99', 1.25]) expect(() => toSqlValue(col('decimal', 'decimal(3,2)'), good), String(good)).not.toThrow();
+    expect(() => toSqlValue(col('decimal', 'decimal(3,2)'), '10.00')).toThrow(/out of range/);
+    // A number names ENUM members by position and SET members by bits (as text it names the member spelled so).
+    const digits = col('enum', "enum('a','b','2','1')");
+    expect([toSqlValue(digits, 1), toSqlValue(digits, 4n), toSqlValue(digits, '1'), toSqlValue(digits, '2')]).toEqual(['a', '1', '1', '2']);
+    for (const bad of [0, 5, 1.5, -1]) expect(() => toSqlValue(digits, bad), String(bad)).toThrow(/not a member position/);
+    expect(toSqlValue(col('set', "set('a','b','c')"), 5)).toBe('a,c');
+    expect(toSqlValue(col('set', "set('a','b','c')"), 0)).toBe('');
+    expect(() => toSqlValue(col('set', "set('a','b','c')"), 8)).toThrow(/not a set of members/);
+    // BIT: bits past the width are refused whatever the byte count; leading zero bytes are no bits.
+    expect(() => toSqlValue(col('bit', 'bit(3)'), Buffer.from([8]))).toThrow(/4 significant bits/);
+    expect(() => toSqlValue(col('bit', 'bit(64)'), Buffer.alloc(9, 1))).toThrow(/65 significant bits/);
+    expect(toSqlValue(col('bit', 'bit(3)'), Buffer.from([0, 7]))).toEqual(Buffer.from([0, 7]));
+    // FLOAT(M,D) / DOUBLE(M,D): D decimals kept, fewer than 10^(M-D) before the point.
+    expect(() => toSqlValue(col('float', 'float(7,4)'), 1000.5)).toThrow(/out of range for float\(7,4\)/);
+    expect(() => toSqlValue(col('double', 'double(6,2)'), 1.235)).toThrow(/more than 2 decimals/);
+    for (const good of [999.9999, 0.1, -5]) expect(toSqlValue(col('float', 'float(7,4)'), good)).toBe(good);
+    expect(() => toSqlValue(col('decimal', 'decimal(3,2) unsigned'), '-0.01')).toThrow(/negative/);
+    expect(toSqlValue(col('decimal', 'decimal(3,2) unsigned'), '-0.00')).toBe('-0.00');
     for (const bad of ['0x10', '0b1', '0o7', '1_0', 'Infinity']) expect(() => toSqlValue(col('double'), bad), bad).toThrow(/floating-point/);
     expect(toSqlValue(col('double'), ' 1.5 ')).toBe(' 1.5 ');
     for (const bad of ['a\ud800b', '\udc00']) {
@@ -285,6 +306,12 @@ describe('values and names', () => {
     expect(() => toSqlValue(col('json'), '["a\\ud800"]')).toThrow(/lone UTF-16 surrogate/);
     expect(toSqlValue(col('json'), '["\\ud83d\\ude00"]')).toBe('["\\ud83d\\ude00"]');
     expect(() => toSqlValue(col('json'), '[1e400]')).toThrow(/beyond the range of a double/);
+    // MySQL's JSON holds integers beyond 64 bits as doubles; MariaDB keeps the text.
+    for (const bad of ['[18446744073709551616]', '{"a":-9223372036854775809}', '123456789012345678901234']) expect(() => toSqlValue(col('json'), bad), bad).toThrow(/beyond 64 bits/);
+    expect(() => toSqlValue(col('json'), { big: 12345678901234567890123n })).toThrow(/beyond 64 bits/);
+    for (const good of ['[18446744073709551615,-9223372036854775808]', '["123456789012345678901234"]', '[1.2345678901234567890123e5]', '{"k\\"123456789012345678901234":1}']) expect(toSqlValue(col('json'), good)).toBe(good);
+    expect(toSqlValue(col('json'), { big: (1n << 64n) - 1n })).toBe('{"big":18446744073709551615}');
+    expect(toSqlValue({ ...col('longtext'), json: true }, '[18446744073709551616]')).toBe('[18446744073709551616]');
     expect(() => toSqlValue(col('json'), `${'['.repeat(101)}${']'.repeat(101)}`)).toThrow(/deeper than 100/);
     expect(toSqlValue(col('json'), `${'['.repeat(100)}1${']'.repeat(100)}`)).toBe(`${'['.repeat(100)}1${']'.repeat(100)}`);
     // MariaDB's JSON_VALID refuses 32 levels, and keeps a number's text as given.
@@ -309,7 +336,7 @@ describe('values and names', () => {
     expect(() => toSqlValue(col('double'), Number.NaN)).toThrow(/NaN/);
     expect(() => toSqlValue(col('float'), 1e39)).toThrow(/FLOAT/);
     expect(() => toSqlValue(col('decimal', 'decimal(5,2)'), '1234.5')).toThrow(/out of range/);
-    expect(toSqlValue(col('decimal', 'decimal(5,2)'), '123.456')).toBe('123.456');
+    expect(() => toSqlValue(col('decimal', 'decimal(5,2)'), '123.456')).toThrow(/more than 2 fraction digits/);
     expect(() => toSqlValue(col('varchar', 'varchar(2)'), 'a😀b')).toThrow(/3 characters/);
     expect(toSqlValue(col('varchar', 'varchar(2)'), '😀😀')).toBe('😀😀');
     expect(() => toSqlValue(col('varbinary', 'varbinary(2)'), Buffer.alloc(3))).toThrow(/3 bytes/);
