@@ -102,9 +102,13 @@ export interface WorkerCommit {
   rows: number;
 }
 
-/** Values in server messages (duplicate entries, bad values) are replaced before they reach logs. */
-function redact(message: string): string {
-  return message.replace(/'(?:[^'\\]|\\.|'')*'/g, "'?'");
+/**
+ * Values in server messages (duplicate entries, bad values) are replaced before they reach logs; the
+ * names of what refused them stay: `for column 'price'`, `for key 't.email'`, `constraint 'chk'`,
+ * `type 'json'` (a name is no row data, and without it the refusal names nothing).
+ */
+export function redact(message: string): string {
+  return message.replace(/(\b(?:column|key|constraint|type|function|table|trigger) )?'(?:[^'\\]|\\.|'')*'/gi, (whole, named: string | undefined) => (named ? whole : "'?'"));
 }
 
 /** Rounds of foreign-key follow-ups one batch may take before its parent deletes get the server's action instead. */

@@ -6,6 +6,7 @@ import { tableKey } from '../../src/model/table.ts';
 import { setPartitionKeys, splitOps } from '../../src/writer/partition-keys.ts';
 import { prepareTransaction } from '../../src/writer/prepare.ts';
 import { aligned, resumePoint, type WorkerRow } from '../../src/writer/worker-checkpoints.ts';
+import { redact } from '../../src/writer/worker-pool.ts';
 
 function meta(table: string, extra: Partial<TableMeta> = {}): TableMeta {
   const columns = ['id', 'email', 'n', '_lww_ts'].map((name) => ({
@@ -150,5 +151,15 @@ describe('worker checkpoints', () => {
       { sourceId: 'node-3', position: 'p', idleSeconds: 0 },
     ];
     expect(streamCheckpoints(rows)).toEqual([{ sourceNodeId: 2, sourceTimeUs: 300n }, { sourceNodeId: 3 }]);
+  });
+});
+
+describe('server messages in apply errors', () => {
+  it('hide the values and keep the names of what refused them', () => {
+    expect(redact("Duplicate entry 'bob@x' for key 't.email'")).toBe("Duplicate entry '?' for key 't.email'");
+    expect(redact("Out of range value for column 'price' at row 6")).toBe("Out of range value for column 'price' at row 6");
+    expect(redact("Check constraint 'chk_qty' is violated.")).toBe("Check constraint 'chk_qty' is violated.");
+    expect(redact("Incorrect string value: '\\xF0\\x9F' for column 'note' at row 1")).toBe("Incorrect string value: '?' for column 'note' at row 1");
+    expect(redact("Truncated incorrect DOUBLE value: 'it''s'")).toBe("Truncated incorrect DOUBLE value: '?'");
   });
 });
