@@ -217,7 +217,9 @@ function checkFloat(col: ColumnMeta, f: ColumnFacts, n: number): void {
     // FLOAT(M,D) keeps D decimals (the server rounds the rest away) and fewer than 10^(M-D) before the point.
     const [m, d] = digits;
     const rounded = Number(n.toFixed(d));
-    if (rounded !== n) throw new ValueError(`${n} has more than ${d} decimals; ${col.columnType} would store ${rounded}`);
+    // A FLOAT holds single precision: what capture reads of a stored 1.2346 is 1.2345999479293823, the same float.
+    const same = col.dataType === 'float' ? Math.fround(rounded) === Math.fround(n) : rounded === n;
+    if (!same) throw new ValueError(`${n} has more than ${d} decimals; ${col.columnType} would store ${rounded}`);
     if (Math.abs(rounded) >= 10 ** (m - d)) throw new ValueError(`${n} is out of range for ${col.columnType}`);
   }
 }

@@ -385,6 +385,10 @@ describeEachEngine('capture', 1, (ctx) => {
       'tx TEXT NULL',
       "en ENUM('small','medium','large') NULL",
       "st SET('a','b','c','d') NULL",
+      // Declared digits: the sink checks what capture reads of them (a single-precision FLOAT(7,4) too).
+      'fmd FLOAT(7,4) NULL',
+      'dmd DOUBLE(6,2) NULL',
+      'd52 DECIMAL(5,2) NULL',
       '_lww_ts BIGINT UNSIGNED NOT NULL',
     ];
     await conn.query(`CREATE TABLE types.all_types (${columns.join(', ')}) CHARACTER SET utf8mb4`);
@@ -401,14 +405,14 @@ describeEachEngine('capture', 1, (ctx) => {
         " '-12345678901234567890123456789012345.123456789012345678901234567891', '9999999999', 3.40282e38, 1.7976931348623157e308," +
         " '1000-01-01', '9999-12-31 23:59:59', '9999-12-31 23:59:59.999999', '1970-01-01 00:00:01', '2038-01-19 03:14:07.999', '2038-01-19 03:14:07.999999'," +
         " '-838:59:59', '838:59:59.000000', 2155, ?, b'1', b'1010101', b'1111111111111111111111111111111111111111111111111111111111111111'," +
-        " X'00FF000100000000000000000000FF00', ?, ?, ?, ?, 'ab', 'emoji 😀 ünïcødé 𝄞', 'text 🧪\\nline', 'large', 'a,c,d', 1)",
+        " X'00FF000100000000000000000000FF00', ?, ?, ?, ?, 'ab', 'emoji 😀 ünïcødé 𝄞', 'text 🧪\\nline', 'large', 'a,c,d', 1.2346, 1.24, 1.50, 1)",
       [jsonDoc, ALL_BYTES, ALL_BYTES.subarray(0, 255), ALL_BYTES, Buffer.concat([ALL_BYTES, ALL_BYTES])],
     );
     await conn.query(
       'INSERT INTO types.all_types VALUES (2, 0, 0, 0, 0, 0, 0, 9223372036854775807, 0,' +
         " '0.000000000000000000000000000001', '-9999999999', -1.5, 0.1," +
         " '2024-02-29', '1970-01-01 00:00:00', '2000-01-01 00:00:00.000001', '2000-06-15 12:30:45', '1970-01-01 00:00:01.001', '2024-03-31 01:30:00.000001'," +
-        " '00:00:00', '-00:00:00.000001', 1901, ?, b'0', b'0', b'0', X'', X'', X'', X'', X'', '', '', '', 'small', '', 2)",
+        " '00:00:00', '-00:00:00.000001', 1901, ?, b'0', b'0', b'0', X'', X'', X'', X'', X'', '', '', '', 'small', '', -999.9999, -9999.99, -0.01, 2)",
       [largeJson],
     );
     await conn.query("INSERT INTO types.all_types (id, yr, js, _lww_ts) VALUES (3, 0, '\"just a string\"', 3)");

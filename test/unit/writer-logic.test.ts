@@ -293,6 +293,9 @@ describe('values and names', () => {
     expect(() => toSqlValue(col('float', 'float(7,4)'), 1000.5)).toThrow(/out of range for float\(7,4\)/);
     expect(() => toSqlValue(col('double', 'double(6,2)'), 1.235)).toThrow(/more than 2 decimals/);
     for (const good of [999.9999, 0.1, -5]) expect(toSqlValue(col('float', 'float(7,4)'), good)).toBe(good);
+    // What capture reads of a stored FLOAT(7,4) 1.2346: the single-precision value, taken as it is.
+    expect(toSqlValue(col('float', 'float(7,4)'), Math.fround(1.2346))).toBe(1.2345999479293823);
+    expect(() => toSqlValue(col('float', 'float(7,4)'), Math.fround(1.23456))).toThrow(/more than 4 decimals/);
     expect(() => toSqlValue(col('decimal', 'decimal(3,2) unsigned'), '-0.01')).toThrow(/negative/);
     expect(toSqlValue(col('decimal', 'decimal(3,2) unsigned'), '-0.00')).toBe('-0.00');
     for (const bad of ['0x10', '0b1', '0o7', '1_0', 'Infinity']) expect(() => toSqlValue(col('double'), bad), bad).toThrow(/floating-point/);
