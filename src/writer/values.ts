@@ -2,7 +2,7 @@
 // that cannot be stored faithfully. Runs at validation time, before anything is written.
 import { BigNumber } from 'bignumber.js';
 import { EnumErrorValue } from '../model/enum-error.ts';
-import { TypedJson } from '../model/json.ts';
+import { TypedJson, type TypedJsonScalar } from '../model/json.ts';
 import type { ColumnMeta } from '../model/table.ts';
 import type { SqlValue } from '../sql/dml.ts';
 
@@ -429,6 +429,59 @@ function jsonTextOfBytes(bytes: Uint8Array): string {
   }
 }
 
+/** What the server would refuse in a typed scalar's CAST: a DECIMAL without a valid precision and scale, or a date or time that does not exist. */
+function checkTypedScalar(s: TypedJsonScalar): void {
+  const v = s.value;
+  if (s.type === 'decimal') {
+    const { precision, scale } = s;
+    if (!Number.isInteger(precision) || !Number.isInteger(scale) || precision! < 1 || precision! > 65 || scale! < 0 || scale! > 30 || scale! > precision!) {
+      throw new ValueError(`typed JSON scalar ${JSON.stringify(s)}: a DECIMAL needs a precision (1..65) and a scale (0..30, at most the precision)`);
+    }
+    const [whole = '', fraction = ''] = v.replace(/^-/, '').split('.');
+    if (fraction.length > scale! || whole.replace(/^0+/, '').length > precision! - scale!) throw new ValueError(`typed JSON scalar ${JSON.stringify(s)}: ${v} does not fit DECIMAL(${precision},${scale})`);
+    return;
+  }
+  if (s.type === 'date' || s.type === 'datetime') {
+    const y = digitsAt(v, 0, 4);
+    const mo = digitsAt(v, 5, 2);
+    const d = digitsAt(v, 8, 2);
+    if (mo < 1 || mo > 12 || d < 1 || d > daysInMonth(y, mo)) throw new ValueError(`typed JSON scalar ${JSON.stringify(s)}: ${v} is not a valid date`);
+  }
+  const clock = s.type === 'datetime' ? v.slice(11) : s.type === 'time' ? v.replace(/^-/, '') : undefined;
+  if (clock !== undefined) {
+    const [h, mi, sec] = clock.split(':').map((p) => Number.parseFloat(p));
+    if (mi! > 59 || sec! >= 60 || (s.type === 'datetime' ? h! > 23 : h! > 838)) throw new ValueError(`typed JSON scalar ${JSON.stringify(s)}: ${v} is not a valid ${s.type.toUpperCase()}`);
+  }
+}
+
+/** The value at a MySQL JSON path of member steps (`."key"`, JSON string syntax) and array steps (`[2]`); undefined when absent or not such a path. */
+function jsonAtPath(doc: unknown, path: string): unknown {
+  let at: unknown = doc;
+  let i = 1;
+  while (i < path.length) {
+    if (path.startsWith('."', i)) {
+      let j = i + 2;
+      while (j < path.length && path[j] !== '"') j += path[j] === '\\' ? 2 : 1;
+      let key: string;
+      try {
+        key = JSON.parse(path.slice(i + 1, j + 1)) as string;
+      } catch {
+        return undefined;
+      }
+      if (at === null || typeof at !== 'object' || Array.isArray(at) || !Object.hasOwn(at, key)) return undefined;
+      at = (at as Record<string, unknown>)[key];
+      i = j + 1;
+    } else if (path[i] === '[') {
+      const close = path.indexOf(']', i);
+      const index = close < 0 ? Number.NaN : Number(path.slice(i + 1, close));
+      if (!Number.isInteger(index) || !Array.isArray(at) || index < 0 || index >= at.length) return undefined;
+      at = at[index];
+      i = close + 1;
+    } else return undefined;
+  }
+  return at;
+}
+
 const JSON_SCALAR_TEXT: Record<string, RegExp> = {
   decimal: /^-?\d+(\.\d+)?$/,
   date: /^\d{4}-\d{2}-\d{2}$/,
@@ -445,11 +498,19 @@ const JSON_SCALAR_TEXT: Record<string, RegExp> = {
 function jsonValue(col: ColumnMeta, value: unknown): SqlValue {
   if (value instanceof TypedJson) {
     checkJsonText(col, value.text);
+    let doc: unknown;
     for (const s of value.scalars) {
       const pattern = JSON_SCALAR_TEXT[s.type];
       if (!pattern || typeof s.path !== 'string' || !s.path.startsWith('$') || typeof s.value !== 'string' || !pattern.test(s.value)) {
         throw new ValueError(`typed JSON scalar ${JSON.stringify(s)} is not a ${String(s.type).toUpperCase()} at a JSON path`);
       }
+      checkTypedScalar(s);
+      // The scalar types the text's own value there: one that says otherwise would be stored on
+      // MySQL (the CAST sets it) and not on MariaDB (text only).
+      doc ??= JSON.parse(value.text);
+      const at = jsonAtPath(doc, s.path);
+      const agrees = s.type === 'decimal' || s.type === 'unsigned' ? typeof at === 'number' && at === Number(s.value) : at === s.value;
+      if (!agrees) throw new ValueError(`typed JSON scalar ${JSON.stringify(s)} does not match the document's value there (${at === undefined ? 'nothing' : JSON.stringify(at)})`);
     }
     return col.dataType === 'json' && value.scalars.length > 0 ? value : value.text;
   }

@@ -248,6 +248,20 @@ describe('values and names', () => {
     expect(toSqlValue(col('json'), doc)).toBe(doc);
     expect(toSqlValue({ ...col('longtext'), json: true }, doc)).toBe('{"d": "2024-01-02"}');
     expect(() => toSqlValue(col('json'), new TypedJson('{"d": 1}', [{ path: '$."d"', type: 'date', value: '1); DROP' }]))).toThrow(/not a DATE/);
+    // Each scalar must type the document's own value there, and be one the server's CAST takes.
+    const typed = (text: string, scalar: Record<string, unknown>) => () => toSqlValue(col('json'), new TypedJson(text, [scalar as never]));
+    expect(typed('{"a": 1}', { path: '$."a"', type: 'unsigned', value: '18446744073709551615' })).toThrow(/does not match the document's value there \(1\)/);
+    expect(typed('{"a": 1}', { path: '$."b"', type: 'unsigned', value: '1' })).toThrow(/does not match.*\(nothing\)/);
+    expect(typed('{"d": "2024-02-30"}', { path: '$."d"', type: 'date', value: '2024-02-30' })).toThrow(/not a valid date/);
+    expect(typed('{"t": "10:61:00"}', { path: '$."t"', type: 'time', value: '10:61:00' })).toThrow(/not a valid TIME/);
+    expect(typed('[1.50]', { path: '$[0]', type: 'decimal', value: '1.50' })).toThrow(/needs a precision/);
+    expect(typed('[123.50]', { path: '$[0]', type: 'decimal', value: '123.50', precision: 4, scale: 2 })).toThrow(/does not fit DECIMAL\(4,2\)/);
+    const ok = new TypedJson('{"k\\"x": [0, {"n": 1.50}], "u": 18446744073709551615, "t": "-838:59:59.000000"}', [
+      { path: '$."k\\"x"[1]."n"', type: 'decimal', value: '1.50', precision: 3, scale: 2 },
+      { path: '$."u"', type: 'unsigned', value: '18446744073709551615' },
+      { path: '$."t"', type: 'time', value: '-838:59:59.000000' },
+    ]);
+    expect(toSqlValue(col('json'), ok)).toBe(ok);
     expect(toSqlValue(col('datetime', 'datetime(3)'), new Date(Date.UTC(2024, 0, 2, 3, 4, 5, 6)))).toBe('2024-01-02 03:04:05.006');
     // Milliseconds a DATETIME(0) cannot keep are refused (MySQL rounds, MariaDB truncates); zeros pass.
     expect(() => toSqlValue(col('datetime'), new Date(Date.UTC(2024, 0, 2, 3, 4, 5, 6)))).toThrow(/more fractional-second digits than DATETIME/);
