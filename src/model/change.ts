@@ -57,7 +57,8 @@ const changeSchema = z
     op: z.enum(['insert', 'update', 'delete']),
     before: rowSchema.optional(),
     after: rowSchema.optional(),
-    version: z.unknown(),
+    // Optional here so that a missing one is named by parseVersion, not as a bare schema error.
+    version: z.unknown().optional(),
     sourceColumns: z.array(z.string().min(1).max(64)).optional(),
   })
   .strict();

@@ -18,9 +18,13 @@ export function parseVersion(value: unknown): bigint {
   } else if (typeof value === 'number') {
     // Numbers lose precision above 2^53: accept only exact small integers and say why otherwise.
     if (!Number.isSafeInteger(value) || value < 0) {
-      throw new VersionFormatError(`version ${value} is a JS number outside the exact range; pass a bigint or decimal string`);
+      throw new VersionFormatError(`version ${value} is not a JS number holding an exact non-negative integer (up to 2^53 - 1); pass a bigint or decimal string`);
     }
     v = BigInt(value);
+  } else if (value === undefined || value === null) {
+    throw new VersionFormatError('version is missing; give a bigint or a decimal string of digits');
+  } else if (typeof value === 'string') {
+    throw new VersionFormatError(`version ${JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value)} is not 1 to 20 decimal digits (no sign, spaces, prefix or exponent); give a bigint or a decimal string of digits`);
   } else {
     throw new VersionFormatError(`version must be a bigint or a decimal string, got ${typeof value}`);
   }

@@ -43,6 +43,10 @@ describe('versions', () => {
     expect(() => parseVersion(-1n)).toThrow(/64-bit/);
     expect(() => parseVersion(2 ** 60)).toThrow(/exact/);
     expect(() => parseVersion('1e5')).toThrow();
+    for (const bad of ['-1', ' 5', '0x10']) expect(() => parseVersion(bad)).toThrow(new RegExp(`version "${bad.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}" is not 1 to 20 decimal digits`));
+    expect(() => parseVersion(undefined)).toThrow(/version is missing/);
+    expect(() => parseVersion(1.5)).toThrow(/exact non-negative integer/);
+    expect(() => txn([{ schema: 'db', table: 't', op: 'insert', after: { id: 1 } }])).toThrow(/change #0 \(db\.t\): version: version is missing/);
   });
   it('a local write always beats the version it has seen, even with a clock behind', () => {
     const prev = makeVersion(5_000_000n, 7);
