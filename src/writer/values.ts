@@ -610,7 +610,11 @@ function checkTemporal(col: ColumnMeta, f: ColumnFacts, text: string): string {
   if (!ok) throw new ValueError(`${JSON.stringify(text)} is not a ${t.toUpperCase()} (YYYY-MM-DD[ hh:mm:ss[.ffffff]])`);
   const zero = mo === 0 && d === 0 && y === 0;
   if (!zero) {
-    if (mo < 1 || mo > 12 || d < 1 || d > daysInMonth(y, mo)) throw new ValueError(`${text} is not a valid date`);
+    if (mo < 1 || mo > 12 || d < 1 || d > daysInMonth(y, mo)) {
+      throw new ValueError(
+        `${text} is not a valid date (a source session with sql_mode ALLOW_INVALID_DATES or without strict mode stores such dates; the sink's strict session cannot write one: set the row to a valid date on the source, then resume after this transaction)`,
+      );
+    }
   }
   if (h > 23 || mi > 59 || sec > 59) throw new ValueError(`${text} is not a valid time of day`);
   // Compared as text with a space separator ('T' sorts after it: the last second passed for out of range).
