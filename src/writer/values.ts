@@ -657,14 +657,16 @@ export function toSqlValue(col: ColumnMeta, value: unknown): SqlValue {
       if (typeof value === 'string' && /^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(value)) return checkDecimal(col, f, value);
       throw new ValueError(`cannot store ${describe(value)} in a DECIMAL column`);
     case 'float':
+      // A FLOAT holds single precision: bound as that value, so that it also matches the stored one
+      // where it is compared (a key 0.1 bound as the double 0.1 found no row, nor its tombstone).
       if (typeof value === 'number') {
         checkFloat(col, f, value);
-        return value;
+        return t === 'float' ? Math.fround(value) : value;
       }
       // Decimal notation only: JS also reads '0x10', '0b1' and 'Infinity', which the server refuses.
       if (typeof value === 'string' && FLOAT_TEXT.test(value)) {
         checkFloat(col, f, Number(value));
-        return value;
+        return t === 'float' ? Math.fround(Number(value)) : value;
       }
       throw new ValueError(`cannot store ${describe(value)} in a floating-point column`);
     case 'bit':

@@ -310,7 +310,11 @@ describe('values and names', () => {
     // FLOAT(M,D) / DOUBLE(M,D): D decimals kept, fewer than 10^(M-D) before the point.
     expect(() => toSqlValue(col('float', 'float(7,4)'), 1000.5)).toThrow(/out of range for float\(7,4\)/);
     expect(() => toSqlValue(col('double', 'double(6,2)'), 1.235)).toThrow(/more than 2 decimals/);
-    for (const good of [999.9999, 0.1, -5]) expect(toSqlValue(col('float', 'float(7,4)'), good)).toBe(good);
+    for (const good of [999.9999, 0.1, -5]) expect(toSqlValue(col('float', 'float(7,4)'), good)).toBe(Math.fround(good));
+    // A FLOAT is bound as the single-precision value it stores (so a key matches its row); a DOUBLE as given.
+    expect(toSqlValue(col('float'), 0.1)).toBe(0.10000000149011612);
+    expect(toSqlValue(col('float'), '0.1')).toBe(0.10000000149011612);
+    expect(toSqlValue(col('double'), 0.1)).toBe(0.1);
     // What capture reads of a stored FLOAT(7,4) 1.2346: the single-precision value, taken as it is.
     expect(toSqlValue(col('float', 'float(7,4)'), Math.fround(1.2346))).toBe(1.2345999479293823);
     expect(() => toSqlValue(col('float', 'float(7,4)'), Math.fround(1.23456))).toThrow(/more than 4 decimals/);
