@@ -3,6 +3,7 @@
 // and tombstone independent of how changes were split into batches. Every upsert is kept too, in
 // source order, for the one case where order matters: rows that clash on a secondary UNIQUE key
 // inside one batch (a unique swap) are replayed one at a time in source order.
+import type { Row } from '../model/change.ts';
 import type { TableMeta } from '../model/table.ts';
 import { tableKey } from '../model/table.ts';
 import type { ClaimRelease, KeyOp } from './prepare.ts';
@@ -16,6 +17,8 @@ export interface PlannedUpsert {
   sourceId: string;
   /** An update that kept its key (KeyOp.heldRow). */
   heldRow?: true;
+  /** An update's before image (KeyOp.before). */
+  before?: Row;
 }
 
 export interface KeyPlan {
@@ -44,6 +47,7 @@ export interface TablePlan {
 function plannedUpsert(op: KeyOp, seq: number): PlannedUpsert {
   const up: PlannedUpsert = { seq, row: op.row!, version: op.version, sourceId: op.sourceId };
   if (op.heldRow) up.heldRow = true;
+  if (op.before) up.before = op.before;
   return up;
 }
 

@@ -7,7 +7,9 @@
 //   would refuse it, CASCADE / SET NULL would change the children without a version (a peer keeps
 //   them as they were). So that one update runs with foreign-key checks off — only where the server
 //   finds the old and new values equal under the columns' collations — and the children keep the
-//   spelling they were written with, as on the node that wrote the parent.
+//   spelling they were written with, as on the node that wrote the parent. A respelling made by an
+//   update on the source is applied with the checks on instead (respellReferencedKeys): the
+//   source's server took its ON UPDATE action, and this one must take the same.
 // - ON DELETE CASCADE and a child write that meets its parent's delete on the other node: on the
 //   node that wrote the child, the parent's delete (replicated) cascades the child away; on the node
 //   that deleted the parent, the child's write arrives to a missing parent. Both end without the
@@ -50,6 +52,7 @@ import {
 } from '../sql/foreign-keys.ts';
 import type { KeyPlan } from './coalesce.ts';
 import { keyIdOf } from './prepare.ts';
+import { toSqlValue } from './values.ts';
 import type { TableCounters } from './stats.ts';
 
 /** A conflict-log row: the named columns of a row and the version it concerns (apply.ts logConflict). */
@@ -243,10 +246,20 @@ function chunks<T>(items: readonly T[], size: number): T[][] {
 
 /**
  * Gives the stored rows the incoming spelling of their referenced columns where the server finds
- * it equal to the stored one (and the incoming version newer), with foreign-key checks off for that
- * one statement; the upsert then finds nothing of them to change. `refused`: after a foreign key
- * refused the upsert (ON UPDATE RESTRICT / NO ACTION); `before`: ahead of the upsert, only for a
- * table whose foreign keys' ON UPDATE action would change the children. True when a row was respelled.
+ * it equal to the stored one (and the incoming version newer); the upsert then finds nothing of
+ * them to change. `refused`: after a foreign key refused the upsert (ON UPDATE RESTRICT / NO
+ * ACTION); `before`: ahead of the upsert, only for a table whose foreign keys' ON UPDATE action
+ * would change the children. True when a row was respelled.
+ *
+ * Two ways a row comes to be respelled, told apart by the source's before image:
+ * - LWW chose between spellings two nodes wrote (no update of the source changed the bytes): no
+ *   server took an ON UPDATE action anywhere, so foreign-key checks are off for that one statement
+ *   and the children keep the spelling they were written with, as on the node that wrote the parent.
+ * - An update on the source changed the bytes ('abc' -> 'ABC', 'x' -> 'x  '): the source's server
+ *   took its ON UPDATE CASCADE / SET NULL action on the children it held, with no version of theirs
+ *   (no trigger runs for it). Respelled here with checks on, this server takes the same action,
+ *   so the children end alike (with checks off they kept the old spelling at the same version, on
+ *   this node only, for good).
  */
 export async function respellReferencedKeys(io: ForeignKeyIo, meta: TableMeta, keys: readonly KeyPlan[], when: 'refused' | 'before'): Promise<boolean> {
   const fks = await parentForeignKeys(io, meta);
@@ -254,11 +267,15 @@ export async function respellReferencedKeys(io: ForeignKeyIo, meta: TableMeta, k
   if (!refs || (when === 'before' && !fks.updateActs)) return false;
   const shape = shapeOf(meta);
   // A referenced column given its DEFAULT (see prepare.ts) has no spelling to compare: such a row is not respelled.
-  const rows = keys
-    .filter((k) => k.upsert && !refs.index.some((i) => k.upsert!.row[i] instanceof ColumnDefault))
-    .map((k) => [...k.key, ...refs.index.map((i) => k.upsert!.row[i]!), k.upsert!.version.toString()]);
+  const candidates = keys.filter((k) => k.upsert && !refs.index.some((i) => k.upsert!.row[i] instanceof ColumnDefault));
+  const row = (k: KeyPlan) => [...k.key, ...refs.index.map((i) => k.upsert!.row[i]!), k.upsert!.version.toString()];
+  const followed = when === 'before' ? candidates.filter((k) => sourceChangedReferenced(meta, refs.index, k)) : [];
+  const kept = followed.length === 0 ? candidates : candidates.filter((k) => !followed.includes(k));
   let respelled = false;
-  for (const part of chunks(rows, ROWS_PER_STATEMENT)) {
+  for (const part of chunks(followed.map(row), ROWS_PER_STATEMENT)) {
+    respelled = (await io.run(name(meta), respellReferenced(shape, refs, part))).affectedRows > 0 || respelled;
+  }
+  for (const part of chunks(kept.map(row), ROWS_PER_STATEMENT)) {
     const [found] = await io.select(name(meta), countRespellable(shape, refs, part));
     if (Number(found?.n ?? 0) === 0) continue;
     await io.run(name(meta), { sql: FOREIGN_KEY_CHECKS_OFF_SQL, values: [] });
@@ -273,6 +290,30 @@ export async function respellReferencedKeys(io: ForeignKeyIo, meta: TableMeta, k
     }
   }
   return respelled;
+}
+
+/** Some update of the key in this batch changed the bytes of a referenced column on the source (its before image against its row). */
+function sourceChangedReferenced(meta: TableMeta, index: readonly number[], k: KeyPlan): boolean {
+  return [k.upsert!, ...k.history].some((up) => {
+    const before = up.before;
+    if (!before) return false;
+    return index.some((i) => {
+      const column = meta.columns.find((c) => c.name === meta.writableColumns[i]);
+      const was = column ? before[column.name] : undefined;
+      // A before image without the column (a source that sends keys only) shows no change.
+      if (was === undefined || column === undefined) return false;
+      try {
+        return !sameBytes(toSqlValue(column, was), up.row[i]);
+      } catch {
+        return false;
+      }
+    });
+  });
+}
+
+function sameBytes(a: unknown, b: unknown): boolean {
+  if (Buffer.isBuffer(a) && Buffer.isBuffer(b)) return a.equals(b);
+  return a === b || (a !== null && b !== null && String(a) === String(b));
 }
 
 /**

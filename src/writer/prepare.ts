@@ -33,6 +33,8 @@ export interface KeyOp {
   releases?: ClaimRelease[];
   /** Upserts: an update that kept its key, so the source held the row before it (apply.ts guardCollectedHorizon). */
   heldRow?: true;
+  /** Upserts of an update: its before image, as given (foreign-keys.ts: did the source's server take an ON UPDATE action). */
+  before?: Row;
 }
 
 /**
@@ -276,6 +278,7 @@ function pushUpsert(ops: KeyOp[], meta: TableMeta, columns: Map<string, ColumnMe
   }
   const op: KeyOp = { kind: 'upsert', meta, key, keyId, row, version: change.version, sourceId, change: index };
   if (heldRow) op.heldRow = true;
+  if (change.op === 'update' && change.before) op.before = change.before;
   if (change.op === 'update' && change.before && meta.claims && meta.claims.length > 0) {
     const releases = releasesOf(meta, index, change, sourceId);
     if (releases.length > 0) op.releases = releases;

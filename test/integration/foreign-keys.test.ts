@@ -702,6 +702,57 @@ function parentKeyRenamed(ctx: EngineContext): void {
   }
 }
 
+// A parent key respelled by the application on one node (case, or trailing spaces under PAD SPACE),
+// with children under ON UPDATE CASCADE or SET NULL: that node's server changes the children with no
+// version of their own. The peer must end with the same children, not keep their old spelling.
+function parentKeyRespelledByApplication(ctx: EngineContext): void {
+  const cases = [
+    ['CASCADE', 'abc', 'ABC', 'primary key'],
+    ['SET NULL', 'abc', 'ABC', 'primary key'],
+    ['CASCADE', 'x', 'x  ', 'primary key'],
+    ['CASCADE', 'abc', 'ABC', 'UNIQUE column'],
+  ] as const;
+  for (const [onUpdate, from, to, referenced] of cases) {
+    it(`ON UPDATE ${onUpdate}, a ${referenced} '${from}' respelled '${to}': the children end alike on both nodes`, async () => {
+      const db = `fkrespell_${onUpdate.replace(' ', '')}_${to.length}_${referenced.split(' ')[0]}`.toLowerCase();
+      const parent =
+        referenced === 'primary key'
+          ? 'CREATE TABLE {{db}}.p (id VARCHAR(8) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NOT NULL PRIMARY KEY, n INT NOT NULL) ENGINE=InnoDB'
+          : 'CREATE TABLE {{db}}.p (pk INT NOT NULL PRIMARY KEY, id VARCHAR(8) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NOT NULL UNIQUE, n INT NOT NULL) ENGINE=InnoDB';
+      const conns = await setupNodes(urls(ctx), db, [
+        parent,
+        `CREATE TABLE {{db}}.c (id INT NOT NULL PRIMARY KEY, pid VARCHAR(8) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NULL, v INT NOT NULL, FOREIGN KEY (pid) REFERENCES {{db}}.p (id) ON UPDATE ${onUpdate} ON DELETE CASCADE) ENGINE=InnoDB`,
+      ], ['p', 'c']);
+      const [a, b] = conns as [Connection, Connection];
+      // Parent rows: (id, n), with a primary key of their own where the UNIQUE column is referenced.
+      const insertParent = (c: Connection, id: string, n: number, pk: number) =>
+        referenced === 'primary key' ? c.query(`INSERT INTO ${db}.p (id, n) VALUES (?, ?)`, [id, n]) : c.query(`INSERT INTO ${db}.p (pk, id, n) VALUES (?, ?, ?)`, [pk, id, n]);
+      const rep = await startReplicator(urls(ctx));
+      try {
+        await insertParent(a, from, 1, 1);
+        await a.query(`INSERT INTO ${db}.c (id, pid, v) VALUES (10, ?, 1), (11, ?, 2)`, [from, from]);
+        await converged(conns, db, 'c');
+        await a.query(`UPDATE ${db}.p SET id = ? WHERE id = ?`, [to, from]);
+        await insertParent(b, 'mb', 0, 2);
+        await eventually('B’s mark on A', () => textRows(a, `SELECT id FROM ${db}.p WHERE id = 'mb'`), (r) => r.length === 1, 30_000);
+        await insertParent(a, 'ma', 0, 3);
+        await eventually('A’s mark on B', () => textRows(b, `SELECT id FROM ${db}.p WHERE id = 'ma'`), (r) => r.length === 1, 30_000);
+        await converged(conns, db, 'p');
+        await converged(conns, db, 'c');
+        const pid = onUpdate === 'CASCADE' ? to : 'null';
+        for (const c of conns) {
+          expect(await textRows(c, `SELECT HEX(id), n FROM ${db}.p WHERE n = 1`)).toEqual([`${Buffer.from(to).toString('hex').toUpperCase()}|1`]);
+          expect(await textRows(c, `SELECT id, COALESCE(HEX(pid), 'null'), v FROM ${db}.c ORDER BY id`)).toEqual([10, 11].map((id, i) => `${id}|${pid === 'null' ? pid : Buffer.from(pid).toString('hex').toUpperCase()}|${i + 1}`));
+        }
+        expect((await rep.status()).directions.map((d) => d.state)).toEqual(['streaming', 'streaming']);
+      } finally {
+        await rep.stop();
+      }
+      for (const c of conns) await c.end();
+    });
+  }
+}
+
 // One pair of servers per engine for every case (each case has its own database).
 describeEachEngine('foreign keys between replicated tables', 2, (ctx) => {
   describe('ON DELETE SET NULL across nodes', () => setNullAcrossNodes(ctx));
@@ -712,4 +763,5 @@ describeEachEngine('foreign keys between replicated tables', 2, (ctx) => {
   describe('a parent removed by a UNIQUE clash, with ON DELETE CASCADE children', () => parentRemovedByUniqueClash(ctx));
   describe('a SET NULL follow-up below the collected GC horizon', () => followUpBelowCollectedHorizon(ctx));
   describe('a parent key renamed, children following ON UPDATE', () => parentKeyRenamed(ctx));
+  describe('a parent key respelled by the application, children following ON UPDATE', () => parentKeyRespelledByApplication(ctx));
 });
