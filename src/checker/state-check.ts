@@ -134,7 +134,6 @@ interface TableStats {
   differing: number;
 }
 
-const UNORDERED_KEY_TYPES = new Set(['enum', 'set']);
 const LOOKUP_BATCH = 500;
 /** Keys per lookup statement (one SELECT per key, see termRowsForEachKeySql). */
 const LOOKUP_PER_STATEMENT = 100;
@@ -310,12 +309,6 @@ class StateChecker {
       report.schemaDifferences.push(`primary key is (${keyNames.join(', ')}) on node A but (${metas[i]!.meta.primaryKey.join(', ')}) on node ${nodeLabel(i)}`);
     }
     if (otherKeys.length > 0) return report;
-    for (const k of keyNames) {
-      const col = metas[0]!.columns.find((c) => c.name === k)!;
-      if (UNORDERED_KEY_TYPES.has(col.dataType)) {
-        throw new UncheckableTableError(entry.schema, entry.table, `primary-key column ${k} is ${col.dataType.toUpperCase()}: its sort order differs from its comparison order`);
-      }
-    }
     const names = this.commonColumns(metas.map((m) => m.columns), report);
     report.schemaDifferences.push(...schemaDifferences(await Promise.all(nodes.map((i) => this.definition(i, metas[i]!.meta))), nodeLabel));
     const dataSide = this.side(entry.schema, entry.table, metas.map((m) => m.columns), names, keyNames, entry.versionColumn);

@@ -22,11 +22,18 @@
 // The rows of a differing chunk are read as the same per-column terms (readTermSql), so the
 // comparison in JS sees exactly what the checksum saw.
 // Timestamps depend on the session time zone: the checker's sessions are UTC.
-import { BINARY_LOB_TYPES, DECIMAL_TYPES, exactReadExpr, FLOAT_TYPES, INT_TYPES, keyPlaceholder, qualified, SPATIAL_TYPES, TEXT_LOB_TYPES } from './column-read.ts';
+import { BINARY_LOB_TYPES, DECIMAL_TYPES, exactReadExpr, FLOAT_TYPES, INT_TYPES, keyPlaceholder as valuePlaceholder, NUMBERED_TYPES, qualified, SPATIAL_TYPES, TEXT_LOB_TYPES } from './column-read.ts';
 import { jsonTypeSignatureSql } from './json-types.ts';
 import { quoteIdent, quoteTable } from './quote.ts';
 
-export { keyPlaceholder } from './column-read.ts';
+/**
+ * A key column's placeholder in the checker's statements: an ENUM or SET key is bound by its number
+ * (read as keyParamList reads it), so a range compares in the order the index sorts it (by name, 'b'
+ * < 'a' can hold in index order, and a walk by names skipped or repeated keys).
+ */
+export function keyPlaceholder(c: KeyColumn): string {
+  return NUMBERED_TYPES.has(c.dataType) ? 'CAST(? AS UNSIGNED)' : valuePlaceholder(c);
+}
 
 export interface ChecksumColumn {
   name: string;
@@ -217,7 +224,7 @@ export function termAlias(i: number): string {
 export const VERSION_ALIAS = '_lww_v';
 
 function keyParamList(key: readonly KeyColumn[], qualifier?: string): string {
-  return key.map((c, i) => `${exactReadExpr(c, qualifier) ?? qualified(c.name, qualifier)} AS ${keyParamAlias(i)}`).join(', ');
+  return key.map((c, i) => `${NUMBERED_TYPES.has(c.dataType) ? `${qualified(c.name, qualifier)} + 0` : (exactReadExpr(c, qualifier) ?? qualified(c.name, qualifier))} AS ${keyParamAlias(i)}`).join(', ');
 }
 
 /**

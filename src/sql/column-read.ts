@@ -33,6 +33,8 @@ export const SPATIAL_TYPES = new Set([
   'geomcollection',
 ]);
 export const TEXT_LOB_TYPES = new Set(['tinytext', 'text', 'mediumtext', 'longtext']);
+/** Types the server sorts by their number (member index, bit set) and compares with text by their name: a key of one is walked by its number. */
+export const NUMBERED_TYPES = new Set(['enum', 'set']);
 export const BINARY_LOB_TYPES = new Set(['tinyblob', 'blob', 'mediumblob', 'longblob']);
 
 export function columnName(c: ReadColumn): string {
@@ -116,7 +118,7 @@ export function keyPlaceholder(c: ReadColumn): string {
 
 /** A key value read exactly, as a bound parameter: integers as bigint (rendered exactly), the rest as read. */
 export function bindKeyValue(c: ReadColumn, value: unknown): unknown {
-  if (typeof c !== 'string' && INT_TYPES.has(c.dataType) && (typeof value === 'string' || typeof value === 'number') && /^-?\d+$/.test(String(value))) {
+  if (typeof c !== 'string' && (INT_TYPES.has(c.dataType) || NUMBERED_TYPES.has(c.dataType)) && (typeof value === 'string' || typeof value === 'number') && /^-?\d+$/.test(String(value))) {
     return BigInt(String(value));
   }
   return value;
