@@ -746,7 +746,25 @@ function explain(err: unknown, position: string | undefined): unknown {
   if (!(err instanceof Error)) return new CaptureError(String(err), position);
   const e = err as Error & { errno?: number };
   if (e.errno === 1236) return new BinlogPositionError(position ?? '', `the source cannot serve it: ${e.message}`);
-  if (/TRANSACTION_PAYLOAD_EVENT|PARTIAL_UPDATE_ROWS_EVENT/.test(e.message)) return new CaptureError(e.message, position, { cause: err });
+  // The start checks the global settings; a session can still set these for its own transactions.
+  if (/PARTIAL_UPDATE_ROWS_EVENT/.test(e.message)) {
+    return new CaptureRefusedError(
+      'a transaction logged an UPDATE with partial JSON (a session with binlog_row_value_options=PARTIAL_JSON): the binlog holds only the changed part of the JSON document, so the row it left is unknown here',
+      undefined,
+      position,
+      "clear binlog_row_value_options in the sessions that set it (SET SESSION binlog_row_value_options = ''), run `lww-sink sync` for the tables that transaction updated, then resume after it",
+      { cause: err },
+    );
+  }
+  if (/TRANSACTION_PAYLOAD_EVENT/.test(e.message)) {
+    return new CaptureRefusedError(
+      'a transaction was logged compressed (a session with binlog_transaction_compression=ON): its row events cannot be decoded',
+      undefined,
+      position,
+      'set binlog_transaction_compression = OFF in the sessions that set it, run `lww-sink sync` for the tables that transaction wrote, then resume after it',
+      { cause: err },
+    );
+  }
   if (/Unsupported type|Insufficient permissions|schema drift/i.test(e.message)) {
     return new CaptureError(`binlog rows cannot be decoded: ${e.message}`, position, { cause: err });
   }

@@ -179,6 +179,33 @@ describeEachEngine('capture fails closed', 2, (ctx) => {
     await eventually('the member to cross', async () => Number((await b.query<RowDataPacket[]>('SELECT c + 0 AS i FROM fc.en WHERE id = 1'))[0][0]!.i), (i) => i === 1, 30_000);
   });
 
+  it('a session logging partial JSON or compressed transactions (MySQL) stops A→B for good, naming the session setting and what to do; the peer keeps its row', async () => {
+    if (ctx.engine !== 'mysql') {
+      // MariaDB has neither setting: the session cannot set them.
+      await expect(onA((s) => s.query("SET SESSION binlog_row_value_options = 'PARTIAL_JSON'"))).rejects.toThrow(/Unknown system variable/);
+      return;
+    }
+    await a.query('ALTER TABLE fc.ro ADD COLUMN doc JSON NULL');
+    await b.query('ALTER TABLE fc.ro ADD COLUMN doc JSON NULL');
+    await a.query('INSERT INTO fc.ro (id, a, b, doc) VALUES (40, 1, 1, \'{"k": "a long enough value", "n": 1}\')');
+    expect(await same('ro')).toContain('"id":40');
+    for (const [setting, value, write, pattern] of [
+      ['binlog_row_value_options', "'PARTIAL_JSON'", "UPDATE fc.ro SET doc = JSON_SET(doc, '$.n', 2) WHERE id = 40", /partial JSON \(a session with binlog_row_value_options=PARTIAL_JSON\).*What to do: clear binlog_row_value_options/s],
+      ['binlog_transaction_compression', 'ON', 'UPDATE fc.ro SET a = 2 WHERE id = 40', /logged compressed \(a session with binlog_transaction_compression=ON\).*What to do: set binlog_transaction_compression = OFF/s],
+    ] as const) {
+      const before = await snapshot(b, DB, 'ro');
+      await onA(async (s) => {
+        await s.query(`SET SESSION ${setting} = ${value}`);
+        await s.query(write);
+      });
+      await expectLoudStop(pattern);
+      expect(await snapshot(b, DB, 'ro')).toBe(before);
+      await resumeAfterRefusal();
+    }
+    await a.query('UPDATE fc.ro SET a = 3 WHERE id = 40');
+    expect(await same('ro')).toContain('"a":3');
+  });
+
   it('ALTER TABLE … TRUNCATE PARTITION and DROP PARTITION of a captured table stop A→B naming the clause; the peer keeps its rows', async () => {
     await a.query('INSERT INTO fc.pt (id, v) VALUES (1, 1), (150, 2), (250, 3)');
     expect(await same('pt')).toContain('"id":250');
