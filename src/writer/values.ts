@@ -208,20 +208,40 @@ function checkDecimal(col: ColumnMeta, f: ColumnFacts, text: string): string {
   return text;
 }
 
-function checkFloat(col: ColumnMeta, f: ColumnFacts, n: number): void {
+/**
+ * The double a FLOAT(M,D)/DOUBLE(M,D) column stores for n (both engines, truncate_double): the
+ * whole part plus the fraction rounded half to even at D decimals. That sum is not always the
+ * nearest double to the D-decimal value (6.69 is stored as 6.6899999999999995), so this, not n, is
+ * what a key must be bound as to find its row.
+ */
+export function storedAtDecimals(n: number, d: number): number {
+  // The server's powers of ten are double literals (1e23 is not 10 ** 23 in JS).
+  const ten = Number(`1e${d}`);
+  const whole = Math.floor(n);
+  const scaled = (n - whole) * ten;
+  const low = Math.floor(scaled);
+  const diff = scaled - low;
+  const rounded = diff > 0.5 ? low + 1 : diff < 0.5 ? low : low % 2 === 0 ? low : low + 1;
+  return whole + rounded / ten;
+}
+
+/** Checks a float for its column; returns what the column stores for it (FLOAT: single precision), which is what is bound. */
+function checkFloat(col: ColumnMeta, f: ColumnFacts, n: number): number {
   if (!Number.isFinite(n)) throw new ValueError(`${n} cannot be stored (the server has no NaN or Infinity)`);
   if (col.dataType === 'float' && Math.abs(n) > FLOAT_MAX) throw new ValueError(`${n} is out of range for FLOAT`);
   if (f.unsigned && n < 0) throw new ValueError(`${n} is negative in an unsigned column`);
+  const single = (x: number) => (col.dataType === 'float' ? Math.fround(x) : x);
   const digits = f.floatDigits;
-  if (digits) {
-    // FLOAT(M,D) keeps D decimals (the server rounds the rest away) and fewer than 10^(M-D) before the point.
-    const [m, d] = digits;
-    const rounded = Number(n.toFixed(d));
-    // A FLOAT holds single precision: what capture reads of a stored 1.2346 is 1.2345999479293823, the same float.
-    const same = col.dataType === 'float' ? Math.fround(rounded) === Math.fround(n) : rounded === n;
-    if (!same) throw new ValueError(`${n} has more than ${d} decimals; ${col.columnType} would store ${rounded}`);
-    if (Math.abs(rounded) >= 10 ** (m - d)) throw new ValueError(`${n} is out of range for ${col.columnType}`);
-  }
+  if (!digits) return single(n);
+  // FLOAT(M,D) keeps D decimals (the server rounds the rest away) and at most 10^(M-D) - 10^-D.
+  const [m, d] = digits;
+  const atDecimals = storedAtDecimals(n, d);
+  const stored = single(atDecimals);
+  // Taken: a value with at most D decimals (6.69, stored as 6.6899999999999995), or what the column
+  // already stores (that double, or what capture reads of a FLOAT: 1.2345999479293823 for 1.2346).
+  if (Number(n.toFixed(d)) !== n && stored !== single(n)) throw new ValueError(`${n} has more than ${d} decimals; ${col.columnType} would store ${Number(stored.toFixed(d))}`);
+  if (Math.abs(atDecimals) > Number(`1e${m - d}`) - 1 / Number(`1e${d}`)) throw new ValueError(`${n} is out of range for ${col.columnType}`);
+  return stored;
 }
 
 /** Trailing spaces are not part of an ENUM/SET member (the server drops them); case as the collation compares. */
@@ -659,14 +679,12 @@ export function toSqlValue(col: ColumnMeta, value: unknown): SqlValue {
     case 'float':
       // A FLOAT holds single precision: bound as that value, so that it also matches the stored one
       // where it is compared (a key 0.1 bound as the double 0.1 found no row, nor its tombstone).
-      if (typeof value === 'number') {
-        checkFloat(col, f, value);
-        return t === 'float' ? Math.fround(value) : value;
-      }
+      // FLOAT(M,D)/DOUBLE(M,D) likewise as the double the column stores (storedAtDecimals).
+      if (typeof value === 'number') return checkFloat(col, f, value);
       // Decimal notation only: JS also reads '0x10', '0b1' and 'Infinity', which the server refuses.
       if (typeof value === 'string' && FLOAT_TEXT.test(value)) {
-        checkFloat(col, f, Number(value));
-        return t === 'float' ? Math.fround(Number(value)) : value;
+        const stored = checkFloat(col, f, Number(value));
+        return t === 'float' || f.floatDigits ? stored : value;
       }
       throw new ValueError(`cannot store ${describe(value)} in a floating-point column`);
     case 'bit':

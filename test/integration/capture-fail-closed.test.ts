@@ -20,9 +20,10 @@ const DDL = [
   "CREATE TABLE {{db}}.en (id INT PRIMARY KEY, c ENUM('', 'a') NOT NULL, code INT NOT NULL DEFAULT 0, UNIQUE KEY uk (c, code))",
   'CREATE TABLE {{db}}.pt (id INT PRIMARY KEY, v INT) PARTITION BY RANGE (id) (PARTITION p0 VALUES LESS THAN (100), PARTITION p1 VALUES LESS THAN (200), PARTITION p2 VALUES LESS THAN MAXVALUE)',
   'CREATE TABLE {{db}}.rn (id INT PRIMARY KEY, v INT)',
+  'CREATE TABLE {{db}}.dd (id INT PRIMARY KEY, v DOUBLE(5,2), f FLOAT(7,4))',
   'CREATE TABLE {{db}}.cs (id INT PRIMARY KEY, a VARCHAR(200) CHARACTER SET gbk, b VARCHAR(200) CHARACTER SET euckr, c VARCHAR(200) CHARACTER SET cp1251, d VARCHAR(200) CHARACTER SET latin2, e VARCHAR(200) CHARACTER SET utf16)',
 ];
-const TABLES = ['t', 'ro', 'p', 'ch', 'en', 'pt', 'rn', 'cs'];
+const TABLES = ['t', 'ro', 'p', 'ch', 'en', 'pt', 'rn', 'cs', 'dd'];
 
 describeEachEngine('capture fails closed', 2, (ctx) => {
   let urls: string[];
@@ -204,6 +205,17 @@ describeEachEngine('capture fails closed', 2, (ctx) => {
     }
     await a.query('UPDATE fc.ro SET a = 3 WHERE id = 40');
     expect(await same('ro')).toContain('"a":3');
+  });
+
+  it('DOUBLE(M,D) and FLOAT(M,D) values cross as the server stored them (6.69 is stored as 6.6899999999999995: it was refused as a value with more decimals, for good)', async () => {
+    const values = [6.69, 1.14, 1.36, 1.39, 1.57, -6.69, 999.99, 0.1];
+    await a.query(`INSERT INTO fc.dd (id, v, f) VALUES ${values.map((_, i) => `(${i}, ?, ?)`).join(', ')}`, values.flatMap((v) => [v, v]));
+    await a.query('UPDATE fc.dd SET v = 5.55, f = 1.2346 WHERE id = 0');
+    const rows = await same('dd');
+    expect(rows).toContain('"id":7');
+    const hex = (c: Connection) => c.query<RowDataPacket[]>('SELECT id, HEX(CAST(v * 1e0 AS CHAR)) AS v, HEX(CAST(f * 1e0 AS CHAR)) AS f FROM fc.dd ORDER BY id').then(([r]) => JSON.stringify(r));
+    expect(await hex(b)).toBe(await hex(a));
+    expect(aToB().state).toBe('streaming');
   });
 
   it('ALTER TABLE … TRUNCATE PARTITION and DROP PARTITION of a captured table stop A→B naming the clause; the peer keeps its rows', async () => {

@@ -5,6 +5,7 @@ import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { connect } from '../../src/db/connection.ts';
 import { createSink, InvalidChangeError, type Sink, type SourceTransactionInput } from '../../src/index.ts';
+import { storedAtDecimals } from '../../src/writer/values.ts';
 import { freshDatabase, rowsOf } from '../helpers/db.ts';
 import { describeEachEngine } from '../helpers/engines.ts';
 
@@ -75,6 +76,24 @@ describeEachEngine('LWW sink, exact keys', 1, (ctx) => {
     await sink.flush();
     expect(await rowsOf(conn, 'exfl', 't', ['f'])).toEqual([]);
     expect(sink.stats().tables['exfl.t']).toMatchObject({ deleted: 2, skippedByTombstone: 1 });
+  });
+
+  it('a DOUBLE(5,2) key given as 6.69 finds its stored row (6.6899999999999995) and tombstone: the delete takes the row, a late older insert stays out', async () => {
+    await freshDatabase(conn, 'exdd', ['CREATE TABLE {{db}}.t (k DOUBLE(5,2) NOT NULL PRIMARY KEY, v INT, _lww_ts BIGINT UNSIGNED NOT NULL)']);
+    const sink = sinkFor();
+    const ins = (k: number | string, v: number, version: bigint): Change => ({ schema: 'exdd', table: 't', op: 'insert', after: { k, v }, version });
+    const del = (k: number | string, version: bigint): Change => ({ schema: 'exdd', table: 't', op: 'delete', before: { k }, version });
+    await sink.write({ sourceId: 'x', position: '1', changes: [ins(6.69, 1, 10n), ins('1.14', 1, 10n)] });
+    await sink.flush();
+    const [stored] = await conn.query<RowDataPacket[]>('SELECT k * 1e0 AS raw FROM exdd.t ORDER BY k');
+    expect(stored.map((r) => Number(r.raw))).toEqual([storedAtDecimals(1.14, 2), 6.6899999999999995]);
+    await sink.write({ sourceId: 'x', position: '2', changes: [del(6.69, 30n), del('1.14', 30n)] });
+    await sink.flush();
+    expect(await rowsOf(conn, 'exdd', 't', ['k'])).toEqual([]);
+    await sink.write({ sourceId: 'x', position: '3', changes: [ins(6.69, 2, 20n)] });
+    await sink.flush();
+    expect(await rowsOf(conn, 'exdd', 't', ['k'])).toEqual([]);
+    expect(sink.stats().tables['exdd.t']).toMatchObject({ deleted: 2, skippedByTombstone: 1 });
   });
 
   it('in a transaction of thousands of rows, the keys a newer tombstone holds back stay deleted wherever they fall among the statements', async () => {

@@ -318,6 +318,13 @@ describe('values and names', () => {
     // What capture reads of a stored FLOAT(7,4) 1.2346: the single-precision value, taken as it is.
     expect(toSqlValue(col('float', 'float(7,4)'), Math.fround(1.2346))).toBe(1.2345999479293823);
     expect(() => toSqlValue(col('float', 'float(7,4)'), Math.fround(1.23456))).toThrow(/more than 4 decimals/);
+    // DOUBLE(M,D) stores the whole part plus the rounded fraction, not always the nearest double:
+    // 6.69 is stored as 6.6899999999999995, which is what is bound (a key must find its row) and what
+    // capture reads back (taken, not refused as a value with more decimals).
+    for (const given of [6.69, '6.69', 6.6899999999999995]) expect(toSqlValue(col('double', 'double(5,2)'), given), String(given)).toBe(6.6899999999999995);
+    for (const given of [1.14, 1.36, 1.39, 1.57, -6.69, 999.99]) expect(toSqlValue(col('double', 'double(5,2)'), given), String(given)).toBeCloseTo(given, 12);
+    expect(() => toSqlValue(col('double', 'double(5,2)'), 1000)).toThrow(/out of range/);
+    expect(() => toSqlValue(col('double', 'double(5,2)'), 0.125)).toThrow(/more than 2 decimals; double\(5,2\) would store 0.12/);
     expect(() => toSqlValue(col('decimal', 'decimal(3,2) unsigned'), '-0.01')).toThrow(/negative/);
     expect(toSqlValue(col('decimal', 'decimal(3,2) unsigned'), '-0.00')).toBe('-0.00');
     for (const bad of ['0x10', '0b1', '0o7', '1_0', 'Infinity']) expect(() => toSqlValue(col('double'), bad), bad).toThrow(/floating-point/);
