@@ -20,7 +20,7 @@ import { type AssembledItem, type CaptureEvent, type SchemaChange, TransactionAs
 import { type TableFilter, type TableSelector, tableFilter } from './filter.ts';
 import { parsePosition } from './position.ts';
 import { RowImageRepairer } from './repair.ts';
-import { binlogFiles, capturedTables, checkPositionAvailable, currentPosition, sourceSettings, unsafeSettings } from './source.ts';
+import { binlogFiles, capturedTables, checkPositionAvailable, collationCharsets, currentPosition, sourceSettings, unsafeSettings } from './source.ts';
 import { type ColumnShape, normalizeRow, TYPE_BLOB, TYPE_JSON } from './values.ts';
 import { unsupportedCharsetColumn } from '../model/charsets.ts';
 
@@ -197,6 +197,8 @@ export class BinlogCapture {
   private zongji: ZongJi | undefined;
   /** Bumped per stream; events and errors of an older stream are ignored. */
   private generation = 0;
+  /** The source's character set per collation id (collationCharsets), read when the stream opens. */
+  private collations: ReadonlyMap<number, string> = new Map();
   private readonly queue: QueueItem[] = [];
   private queuedBytes = 0;
   private queuedRows = 0;
@@ -374,6 +376,7 @@ export class BinlogCapture {
       const problems = unsafeSettings(settings);
       if (problems.length > 0) throw new UnsafeSourceError(describeTarget(this.options.source), problems);
       await checkPositionAvailable(conn, position);
+      this.collations = await collationCharsets(conn);
       this.assembler.knowTables(await capturedTables(conn, this.filter.zongjiIncludeSchema([]), this.metaSchema));
     } finally {
       conn.destroy();
@@ -488,7 +491,7 @@ export class BinlogCapture {
     try {
       if (event.getTypeName() === 'TableMap') {
         const map = event as unknown as TableMapEventShape;
-        inspectTableMap(map, this.assembler.position);
+        inspectTableMap(map, this.assembler.position, this.collations);
         items = this.assembler.push({ type: 'table', schema: map.schemaName, table: map.tableName });
       }
       const e = toCaptureEvent(event);
@@ -825,7 +828,12 @@ interface TableMapEventShape {
   tableMap?: unknown;
   /** The column names the event carries (binlog_row_metadata=FULL), as of when it was written. */
   columnNames?: string[];
+  /** Zongji's parse of the event's collation id per column (FULL metadata; undefined for non-text columns). */
+  _columnCharsetIds?: Array<number | undefined>;
 }
+
+/** The binary pseudo-collation: bytes, no character set. */
+const BINARY_COLLATION_ID = 63;
 
 /**
  * Checks and adjusts zongji's column list for a table, on every TABLE_MAP event (zongji rebuilds the
@@ -841,7 +849,7 @@ interface TableMapEventShape {
  *   typed scalars; marked as binary BLOBs, the JSON columns arrive as raw documents that values.ts
  *   renders exactly.
  */
-function inspectTableMap(event: TableMapEventShape, position: string | undefined): void {
+function inspectTableMap(event: TableMapEventShape, position: string | undefined, collations: ReadonlyMap<number, string>): void {
   const entry = (event.tableMap as Record<number, ZongjiTableMap & { columnSchemas?: Array<{ COLUMN_NAME: string }> }> | undefined)?.[event.tableId];
   if (!entry) return;
   const table = `${event.schemaName}.${event.tableName}`;
@@ -858,7 +866,17 @@ function inspectTableMap(event: TableMapEventShape, position: string | undefined
   if (names && entry.columns?.some((c, i) => c.name !== names[i])) alignToEvent(entry, names, table, position);
   if (names && names.length === event.columnCount) entry.lwwSourceColumns = [...names];
   else delete entry.lwwSourceColumns;
-  for (const col of entry.columns ?? []) {
+  const ids = event._columnCharsetIds;
+  for (const [i, col] of (entry.columns ?? []).entries()) {
+    // The column's character set by the source's own collation table (collationCharsets), not zongji's guess.
+    const id = ids?.[i];
+    if (id !== undefined && id !== BINARY_COLLATION_ID && col.type !== TYPE_JSON && !col.lwwJson) {
+      const charset = collations.get(id);
+      if (charset === undefined) {
+        throw new CaptureRefusedError(`the column ${col.name} has collation id ${id}, which the source does not list`, table, position, 'convert the column to a collation of utf8mb4 on every node, run lww-sink sync for the table, then resume after the ALTER TABLE');
+      }
+      col.charset = charset;
+    }
     // A column altered after install to a charset capture cannot carry byte for byte (model/charsets.ts).
     const why = col.lwwLatin1 || col.lwwJson ? undefined : unsupportedCharsetColumn({ name: col.name, charset: col.charset });
     if (why) {

@@ -22,6 +22,22 @@ export async function sourceSettings(conn: SourceConnection): Promise<Map<string
 }
 
 /**
+ * The source's character set of every collation id a TABLE_MAP event can carry. Zongji maps ids by
+ * MySQL's table and takes any other for utf8mb4: MariaDB numbers its collations otherwise (its
+ * latin1_swedish_nopad_ci is 1032, its uca1400 ones are past 2048, listed only in
+ * COLLATION_CHARACTER_SET_APPLICABILITY), and such text was decoded as UTF-8 and crossed as other bytes.
+ */
+export async function collationCharsets(conn: SourceConnection): Promise<Map<number, string>> {
+  let result: Rows;
+  try {
+    result = await rows(conn, 'SELECT ID, CHARACTER_SET_NAME FROM information_schema.COLLATION_CHARACTER_SET_APPLICABILITY WHERE ID IS NOT NULL', []);
+  } catch {
+    result = await rows(conn, 'SELECT ID, CHARACTER_SET_NAME FROM information_schema.COLLATIONS', []);
+  }
+  return new Map(result.map((r) => [Number(r.ID), String(r.CHARACTER_SET_NAME)]));
+}
+
+/**
  * The pure part of checkSourceSettings: one UnsafeSourceSettingError per setting that would make
  * capture lose changes silently, each naming the value to set.
  */

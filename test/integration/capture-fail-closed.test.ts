@@ -23,7 +23,12 @@ const DDL = [
   'CREATE TABLE {{db}}.dd (id INT PRIMARY KEY, v DOUBLE(5,2), f FLOAT(7,4))',
   'CREATE TABLE {{db}}.cs (id INT PRIMARY KEY, a VARCHAR(200) CHARACTER SET gbk, b VARCHAR(200) CHARACTER SET euckr, c VARCHAR(200) CHARACTER SET cp1251, d VARCHAR(200) CHARACTER SET latin2, e VARCHAR(200) CHARACTER SET utf16)',
 ];
-const TABLES = ['t', 'ro', 'p', 'ch', 'en', 'pt', 'rn', 'cs', 'dd'];
+const TABLES = ['t', 'ro', 'p', 'ch', 'en', 'pt', 'rn', 'cs', 'dd', 'cn'];
+/** Collations whose ids zongji's table does not know or maps to another charset (MariaDB's nopad and utf16 ones; MySQL's known ones as a control). */
+const COLLATED = (engine: string) =>
+  engine === 'mariadb'
+    ? 'CREATE TABLE {{db}}.cn (id INT PRIMARY KEY, a VARCHAR(20) CHARACTER SET latin1 COLLATE latin1_swedish_nopad_ci, b VARCHAR(20) CHARACTER SET utf16 COLLATE utf16_croatian_ci, c VARCHAR(20) CHARACTER SET gbk COLLATE gbk_chinese_nopad_ci, d VARCHAR(20) CHARACTER SET utf8mb4 COLLATE utf8mb4_uca1400_ai_ci)'
+    : 'CREATE TABLE {{db}}.cn (id INT PRIMARY KEY, a VARCHAR(20) CHARACTER SET latin1 COLLATE latin1_german2_ci, b VARCHAR(20) CHARACTER SET utf16 COLLATE utf16_croatian_ci, c VARCHAR(20) CHARACTER SET gbk COLLATE gbk_bin, d VARCHAR(20) CHARACTER SET utf8mb4 COLLATE utf8mb4_0900_as_cs)';
 
 describeEachEngine('capture fails closed', 2, (ctx) => {
   let urls: string[];
@@ -33,7 +38,7 @@ describeEachEngine('capture fails closed', 2, (ctx) => {
 
   beforeAll(async () => {
     urls = ctx.servers.map((s) => s.url);
-    [a, b] = (await setupNodes(urls, DB, DDL, TABLES)) as [Connection, Connection];
+    [a, b] = (await setupNodes(urls, DB, [...DDL, COLLATED(ctx.engine)], TABLES)) as [Connection, Connection];
     replicator = await startReplicator(urls);
   });
   afterAll(async () => {
@@ -215,6 +220,16 @@ describeEachEngine('capture fails closed', 2, (ctx) => {
     expect(rows).toContain('"id":7');
     const hex = (c: Connection) => c.query<RowDataPacket[]>('SELECT id, HEX(CAST(v * 1e0 AS CHAR)) AS v, HEX(CAST(f * 1e0 AS CHAR)) AS f FROM fc.dd ORDER BY id').then(([r]) => JSON.stringify(r));
     expect(await hex(b)).toBe(await hex(a));
+    expect(aToB().state).toBe('streaming');
+  });
+
+  it('text in any collation of a carried charset crosses byte for byte (MariaDB: latin1_swedish_nopad_ci was decoded as UTF-8, é arrived as another byte, both directions streaming)', async () => {
+    await a.query("INSERT INTO fc.cn (id, a, b, c, d) VALUES (1, 'café ÿ', 'é 𝄞', '中文', 'ñ 😀')");
+    await a.query("UPDATE fc.cn SET a = CONCAT(a, '!') WHERE id = 1");
+    expect(await same('cn')).toContain('"id":1');
+    const hex = (c: Connection) => c.query<RowDataPacket[]>('SELECT HEX(a) a, HEX(b) b, HEX(c) c, HEX(d) d FROM fc.cn ORDER BY id').then(([r]) => JSON.stringify(r));
+    expect(await hex(b)).toBe(await hex(a));
+    expect(await hex(a)).toContain('636166E920FF21');
     expect(aToB().state).toBe('streaming');
   });
 
