@@ -22,12 +22,23 @@ export const TABLE_TRIGGER_BODIES_SQL =
   'SELECT TRIGGER_NAME AS name, ACTION_TIMING AS timing, EVENT_MANIPULATION AS event, ACTION_STATEMENT AS body FROM information_schema.TRIGGERS' +
   ' WHERE EVENT_OBJECT_SCHEMA = ? AND EVENT_OBJECT_TABLE = ?';
 
+/**
+ * A registered table's name against information_schema's: byte for byte, as the server tells tables
+ * apart, not by the metadata schema's collation, which took 'Orders' and 'orders' (and 'café' and
+ * 'cafe') for one table.
+ */
+function sameTable(rSchema: string, rTable: string, iSchema: string, iTable: string): string {
+  const bin = (e: string) => `CAST(${e} AS BINARY)`;
+  // (Under lower_case_table_names the server folds names itself; the collation's equality stays.)
+  return `${rSchema} = ${iSchema} AND ${rTable} = ${iTable} AND (@@lower_case_table_names <> 0 OR (${bin(rSchema)} = ${bin(iSchema)} AND ${bin(rTable)} = ${bin(iTable)}))`;
+}
+
 /** Triggers on the registered (installed) tables, with their bodies. */
 export function registeredTableTriggersSql(metaSchema: string): string {
   return (
     'SELECT t.TRIGGER_NAME AS name, t.ACTION_TIMING AS timing, t.EVENT_MANIPULATION AS event, t.EVENT_OBJECT_SCHEMA AS schemaName,' +
     ` t.EVENT_OBJECT_TABLE AS tableName, t.ACTION_STATEMENT AS body FROM information_schema.TRIGGERS t JOIN ${quoteTable(metaSchema, 'tables')} r` +
-    ' ON r.schema_name = t.EVENT_OBJECT_SCHEMA AND r.table_name = t.EVENT_OBJECT_TABLE'
+    ` ON ${sameTable('r.schema_name', 'r.table_name', 't.EVENT_OBJECT_SCHEMA', 't.EVENT_OBJECT_TABLE')}`
   );
 }
 
@@ -36,7 +47,7 @@ export function registeredTableCharsetsSql(metaSchema: string): string {
   return (
     'SELECT c.TABLE_SCHEMA AS schemaName, c.TABLE_NAME AS tableName, c.COLUMN_NAME AS name, c.CHARACTER_SET_NAME AS charset' +
     ` FROM information_schema.COLUMNS c JOIN ${quoteTable(metaSchema, 'tables')} r` +
-    ' ON r.schema_name = c.TABLE_SCHEMA AND r.table_name = c.TABLE_NAME WHERE c.CHARACTER_SET_NAME IS NOT NULL ORDER BY c.TABLE_SCHEMA, c.TABLE_NAME, c.ORDINAL_POSITION'
+    ` ON ${sameTable('r.schema_name', 'r.table_name', 'c.TABLE_SCHEMA', 'c.TABLE_NAME')} WHERE c.CHARACTER_SET_NAME IS NOT NULL ORDER BY c.TABLE_SCHEMA, c.TABLE_NAME, c.ORDINAL_POSITION`
   );
 }
 

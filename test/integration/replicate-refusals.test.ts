@@ -116,6 +116,22 @@ describeEachEngine('replicate refuses loudly', 2, (ctx) => {
     }
   });
 
+  it("a table not registered is not inspected at start, though its name differs from a registered one's only in letter case (Orders installed, orders with a Shift-JIS column was refused)", async () => {
+    const conns = await setupNodes(urls, 'casejoin', ['CREATE TABLE {{db}}.Orders (id INT PRIMARY KEY, v INT NOT NULL)'], ['Orders']);
+    try {
+      for (const c of conns) await c.query('CREATE TABLE casejoin.orders (id INT PRIMARY KEY, s VARCHAR(10) CHARACTER SET sjis)');
+      const rep = await startReplicator(urls);
+      try {
+        await conns[0]!.query('INSERT INTO casejoin.Orders (id, v) VALUES (1, 1)');
+        await converged(conns, 'casejoin', 'Orders');
+      } finally {
+        await rep.stop();
+      }
+    } finally {
+      for (const c of conns) await c.end();
+    }
+  });
+
   it('a purged binlog at the checkpoint stops it; a node that comes up late is waited for and converges', async () => {
     const conns = await setupNodes(urls, 'purge', ['CREATE TABLE {{db}}.t (id INT PRIMARY KEY, v INT NOT NULL)'], ['t']);
     try {
