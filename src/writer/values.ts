@@ -168,7 +168,7 @@ function factsOf(col: ColumnMeta): ColumnFacts {
   f.bytes = t === 'binary' || t === 'varbinary' ? declaredLength(col.columnType) : BYTE_LIMITS[t];
   if (t === 'enum' || t === 'set') {
     // The server drops a member's trailing spaces at CREATE TABLE; COLUMN_TYPE shows them dropped.
-    f.memberNames = [...col.columnType.matchAll(/'((?:[^']|'')*)'/g)].map((e) => e[1]!.replaceAll("''", "'"));
+    f.memberNames = [...col.columnType.matchAll(/'((?:[^']|'')*)'/g)].map((e) => unescapeMember(e[1]!));
     f.members = f.memberNames.map((name) => memberForm(f!, name));
   }
   if (kind === 'float' && m?.[2] !== undefined) f.floatDigits = [Number(m[1]), Number(m[2])];
@@ -192,6 +192,12 @@ function checkInteger(col: ColumnMeta, f: ColumnFacts, text: string, n?: number)
     if (!inRange) throw new ValueError(`${text} is out of range for ${col.columnType} (${range[0]}..${range[1]})`);
   }
   return text;
+}
+
+/** A member as COLUMN_TYPE quotes it: a quote doubled; a backslash, NUL, newline, return and Ctrl-Z escaped by a backslash. */
+export function unescapeMember(quoted: string): string {
+  const escapes: Record<string, string> = { '\\': '\\', '0': '\0', n: '\n', r: '\r', Z: '\x1a', "'": "'" };
+  return quoted.replace(/''|\\(.)/gs, (_whole, c: string | undefined) => (c === undefined ? "'" : (escapes[c] ?? c)));
 }
 
 function checkDecimal(col: ColumnMeta, f: ColumnFacts, text: string): string {

@@ -300,6 +300,10 @@ describe('values and names', () => {
     const digits = col('enum', "enum('a','b','2','1')");
     expect([toSqlValue(digits, 1), toSqlValue(digits, 4n), toSqlValue(digits, '1'), toSqlValue(digits, '2')]).toEqual(['a', '1', '1', '2']);
     for (const bad of [0, 5, 1.5, -1]) expect(() => toSqlValue(digits, bad), String(bad)).toThrow(/not a member position/);
+    // Members as COLUMN_TYPE quotes them: a backslash doubled, a quote doubled, a newline escaped.
+    const quoted = col('enum', "enum('a\\\\b','it''s','x\\ny')");
+    expect([toSqlValue(quoted, 'a\\b'), toSqlValue(quoted, 1), toSqlValue(quoted, "it's"), toSqlValue(quoted, 3)]).toEqual(['a\\b', 'a\\b', "it's", 'x\ny']);
+    expect(() => toSqlValue(quoted, 'a\\\\b')).toThrow(/is not one of/);
     expect(toSqlValue(col('set', "set('a','b','c')"), 5)).toBe('a,c');
     expect(toSqlValue(col('set', "set('a','b','c')"), 0)).toBe('');
     expect(() => toSqlValue(col('set', "set('a','b','c')"), 8)).toThrow(/not a set of members/);
