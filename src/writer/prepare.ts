@@ -228,6 +228,13 @@ export function prepareTransaction(txn: SourceTransaction, metaOf: (change: RowC
     const after = change.after!;
     // The version column is written from change.version: one given in the image must be the same.
     const stamped = after[m.versionColumn];
+    if (typeof stamped === 'number' && !Number.isSafeInteger(stamped)) {
+      throw new InvalidChangeError(
+        `change #${index} (${m.schema}.${m.table}, ${change.op}): after.${m.versionColumn} is the JS number ${stamped}, which cannot hold a 64-bit version exactly (a decoder that read it with JSON.parse?); give it as a bigint or a decimal string, or leave it out (the sink writes the change's version)`,
+        index,
+        `after.${m.versionColumn}`,
+      );
+    }
     if (stamped !== undefined && stamped !== null && !sameVersion(stamped, version)) {
       throw new InvalidChangeError(
         `change #${index} (${m.schema}.${m.table}, ${change.op}): after.${m.versionColumn} is ${String(stamped)} but the change's version is ${version}; the sink writes the version, so give one or make them agree`,

@@ -80,6 +80,8 @@ describe('change validation', () => {
     // The version column in the image must be the change's version (the sink writes that one).
     expect(() => prep([{ schema: 'db', table: 't', op: 'insert', after: { id: 1, v: 'a', _lww_ts: '7' }, version: '1' }])).toThrow(/change #0 .*after\._lww_ts is 7 but the change's version is 1/);
     expect(() => prep([{ schema: 'db', table: 't', op: 'update', after: { id: 1, v: 'a', _lww_ts: 'x' }, version: '1' }])).toThrow(/after\._lww_ts is x/);
+    // A version read into a JS number past 2^53 is not exact: said so, not taken for a different version.
+    expect(() => prep([{ schema: 'db', table: 't', op: 'insert', after: { id: 1, v: 'a', _lww_ts: 1815000000000000000 }, version: '1815000000000000001' }])).toThrow(/is the JS number .* cannot hold a 64-bit version exactly/);
     for (const same of ['1', 1, 1n, null]) expect(prep([{ schema: 'db', table: 't', op: 'insert', after: { id: 1, v: 'a', _lww_ts: same }, version: '1' }]).ops).toHaveLength(1);
   });
   it('a column the source table did not have yet takes its DEFAULT; anything else missing is refused', () => {
