@@ -131,7 +131,10 @@ export class MissingTombstoneError extends LwwError {
       `a DELETE on ${schema}.${table} (transaction ending at ${position}) wrote no tombstone into ${tombstoneTable}: ` +
         `its version is unknown. Either the lww triggers are missing on ${schema}.${table} (run install for this table), ` +
         'or the row was deleted two or more levels down a chain of ON DELETE CASCADE foreign keys, which the triggers cover one level deep ' +
-        '(delete such rows level by level, children first, or make the lower foreign keys RESTRICT).',
+        '(delete such rows level by level, children first, or make the lower foreign keys RESTRICT), ' +
+        'or (MariaDB) the table was given an application-time period after install and a DELETE or UPDATE … FOR PORTION OF wrote a part of the row ' +
+        'under its key before the tombstone (such tables cannot be replicated: drop the period on every node, run lww-sink sync for the table, ' +
+        'resume after that transaction).',
     );
   }
 }

@@ -1,10 +1,11 @@
 // What install needs to know about a table before it changes anything: that it exists, is a base
-// table with a primary key, and whether the version column is already there (and usable).
+// table (not system-versioned, no application-time period) with a primary key, and whether the
+// version column is already there (and usable).
 // Unlike loadTableMeta, this works before the version column exists.
 import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { UnknownTableError, UnsupportedTableError } from '../errors.ts';
-import { COLUMNS_SQL, TABLE_EXISTS_SQL, UNIQUE_KEYS_SQL } from '../sql/introspect.ts';
-import { isGeneratedColumn, unsupportedKeyColumn } from '../model/table.ts';
+import { COLUMNS_SQL, showCreateTableSql, TABLE_EXISTS_SQL, UNIQUE_KEYS_SQL } from '../sql/introspect.ts';
+import { applicationPeriods, applicationPeriodsReason, isGeneratedColumn, unsupportedKeyColumn, unsupportedTableType } from '../model/table.ts';
 import { unsupportedCharsetColumn } from '../model/charsets.ts';
 import { CASCADING_FOREIGN_KEYS_SQL, TABLE_TRIGGER_BODIES_SQL } from '../sql/install.ts';
 import { TRIGGER_KINDS } from '../sql/triggers.ts';
@@ -26,8 +27,10 @@ export interface TableInspection {
 export async function inspectTable(conn: Connection, schema: string, table: string, versionColumn: string): Promise<TableInspection> {
   const [exists] = await conn.query<RowDataPacket[]>(TABLE_EXISTS_SQL, [schema, table]);
   if (exists.length === 0) throw new UnknownTableError(schema, table);
-  const type = String(exists[0]!.tableType);
-  if (type !== 'BASE TABLE') throw new UnsupportedTableError(schema, table, `it is a ${type}, not a base table`);
+  const type = unsupportedTableType(String(exists[0]!.tableType));
+  if (type) throw new UnsupportedTableError(schema, table, `${type}, then run install again`);
+  const periods = await applicationPeriodsOf(conn, schema, table);
+  if (periods.length > 0) throw new UnsupportedTableError(schema, table, `${applicationPeriodsReason(periods)}, then run install again`);
   const [keys] = await conn.query<RowDataPacket[]>(UNIQUE_KEYS_SQL, [schema, table]);
   const primaryKey = keys.filter((k) => k.indexName === 'PRIMARY').map((k) => String(k.columnName));
   if (primaryKey.length === 0) {
@@ -74,6 +77,12 @@ export async function inspectTable(conn: Connection, schema: string, table: stri
   }
   const versionColumnInvisible = /\bINVISIBLE\b/i.test(String(version?.extra ?? ''));
   return { schema, table, primaryKey, versionColumnType, versionColumnInvisible, cascadingForeignKeys };
+}
+
+/** The table's application-time periods (MariaDB `PERIOD FOR`), read from SHOW CREATE TABLE (model/table.ts applicationPeriods). */
+export async function applicationPeriodsOf(conn: Pick<Connection, 'query'>, schema: string, table: string): Promise<string[]> {
+  const [rows] = await conn.query<RowDataPacket[]>(showCreateTableSql(schema, table));
+  return applicationPeriods(String(rows[0]?.['Create Table'] ?? ''));
 }
 
 /** A body wholly inside `IF @lww_apply IS NULL THEN … END IF` (with or without BEGIN … END), comments aside. */

@@ -102,3 +102,55 @@ export function unsupportedKeyColumn(col: { name: string; dataType: string; gene
   if (col.generated) return `its primary-key column ${col.name} is a generated column, which the sink cannot write or name in its statements; make the key a stored, written column`;
   return undefined;
 }
+
+/**
+ * Why a table of this information_schema TABLE_TYPE cannot be replicated, or undefined for a base
+ * table. MariaDB's system-versioned tables (`SYSTEM VERSIONED`): each update or delete also writes a
+ * history row, which the binlog carries as an insert of the same primary key (on a peer it would
+ * overwrite the current row with old values), and a DELETE is logged as an update of the hidden
+ * row_end column, so no delete reaches the peers; the history's row_start/row_end are each node's own times.
+ */
+export function unsupportedTableType(tableType: string): string | undefined {
+  if (tableType === 'BASE TABLE') return undefined;
+  if (tableType === 'SYSTEM VERSIONED') {
+    return (
+      'it is system-versioned (WITH SYSTEM VERSIONING): every update or delete also writes a history row, which the binlog carries as an insert ' +
+      'of the same primary key (the other nodes would take its old values for the current row), and a DELETE is logged as an update of the ' +
+      "hidden row_end column, so no delete would reach them; each node's history would hold its own times. " +
+      'Remove it with ALTER TABLE … DROP SYSTEM VERSIONING on every node (copy the history elsewhere first if it is needed)'
+    );
+  }
+  return `it is a ${tableType}, not a base table`;
+}
+
+/**
+ * The application-time periods (MariaDB `PERIOD FOR p (s, e)`; not `SYSTEM_TIME`) a SHOW CREATE
+ * TABLE text declares. MariaDB 10.11 shows them nowhere in information_schema but as a CHECK
+ * constraint named like the period; each stands on a line of its own in SHOW CREATE TABLE, where a
+ * column's line starts with its name and a comment's newline is escaped.
+ */
+export function applicationPeriods(createTable: string): string[] {
+  const out: string[] = [];
+  for (const m of createTable.matchAll(/^\s*PERIOD FOR (`(?:[^`]|``)+`|[^\s(`]+)\s*\(/gm)) {
+    const name = m[1]!.startsWith('`') ? m[1]!.slice(1, -1).replaceAll('``', '`') : m[1]!;
+    if (m[1]!.startsWith('`') || name.toUpperCase() !== 'SYSTEM_TIME') out.push(name);
+  }
+  return out;
+}
+
+/**
+ * Why a table with these application-time periods cannot be replicated. `DELETE … FOR PORTION OF`
+ * deletes the row and inserts the parts outside the portion before the row's AFTER DELETE trigger
+ * writes its tombstone, so a part that keeps the key is stamped without seeing it: the row and the
+ * tombstone get one version, and capture finds no tombstone for the delete (checked on MariaDB 10.11).
+ */
+export function applicationPeriodsReason(periods: readonly string[]): string {
+  const list = periods.join(', ');
+  return (
+    `it has an application-time period (PERIOD FOR ${list}): DELETE or UPDATE … FOR PORTION OF splits a row into a delete and inserts of the ` +
+    'parts left outside the portion, and the server inserts them before the delete trigger writes the tombstone, so a part that keeps the ' +
+    "primary key gets the tombstone's own version (the other nodes would drop it, and replication stopped with \"wrote no tombstone\"); " +
+    `a key WITHOUT OVERLAPS also refuses the sink's INSERT … ON DUPLICATE KEY UPDATE. Drop the period on every node (ALTER TABLE … DROP PERIOD FOR ${periods[0]}, ` +
+    'changing a key WITHOUT OVERLAPS in the same statement) and split rows with plain DELETE and INSERT'
+  );
+}

@@ -16,8 +16,9 @@ import type { Sink } from '../writer/sink.ts';
 import { type GcScheduleOptions, GcScheduler, type GcStatus } from '../gc/scheduler.ts';
 import { initialCopyOf } from './initial-copy.ts';
 import { formatTableRef, type TableRef } from '../install/table-list.ts';
-import { isUnguardedAppTrigger, unguardedTriggersReason } from '../install/inspect.ts';
-import { registeredTableCharsetsSql, registeredTableTriggersSql } from '../sql/install.ts';
+import { applicationPeriodsOf, isUnguardedAppTrigger, unguardedTriggersReason } from '../install/inspect.ts';
+import { registeredTableCharsetsSql, registeredTablesWithChecksSql, registeredTableTriggersSql, registeredTableTypesSql } from '../sql/install.ts';
+import { applicationPeriodsReason, unsupportedTableType } from '../model/table.ts';
 import { unsupportedCharsetColumn } from '../model/charsets.ts';
 import { Direction, type DirectionOptions, type DirectionStatus, type NodeRef } from './direction.ts';
 
@@ -138,6 +139,19 @@ export async function inspectNodes(urls: readonly string[], metaSchema: string):
       for (const c of texts) {
         const why = unsupportedCharsetColumn({ name: String(c.name), charset: String(c.charset) });
         if (why) throw new ReplicatorConfigError(`node ${redactUrl(url)}: ${String(c.schemaName)}.${String(c.tableName)} cannot be replicated: ${why}, then start again`);
+      }
+      // MariaDB: a table made system-versioned or given an application-time period after install (model/table.ts).
+      const [types] = await conn.query<RowDataPacket[]>(registeredTableTypesSql(metaSchema));
+      for (const t of types) {
+        const why = unsupportedTableType(String(t.tableType));
+        if (why) throw new ReplicatorConfigError(`node ${redactUrl(url)}: ${String(t.schemaName)}.${String(t.tableName)} cannot be replicated: ${why}, then start again`);
+      }
+      const [checked] = await conn.query<RowDataPacket[]>(registeredTablesWithChecksSql(metaSchema));
+      for (const t of checked) {
+        const periods = await applicationPeriodsOf(conn, String(t.schemaName), String(t.tableName));
+        if (periods.length > 0) {
+          throw new ReplicatorConfigError(`node ${redactUrl(url)}: ${String(t.schemaName)}.${String(t.tableName)} cannot be replicated: ${applicationPeriodsReason(periods)}, then start again`);
+        }
       }
     } finally {
       await conn.end();

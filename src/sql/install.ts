@@ -8,9 +8,33 @@ import { NOW_MICROS_SQL } from './triggers.ts';
 /** A table of the metadata schema exists (bound: metaSchema, table name such as 'node' or 'tables'). */
 export const META_TABLE_EXISTS_SQL = 'SELECT COUNT(*) AS n FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?';
 
-/** Base tables of a schema (bound: schema). */
+/**
+ * Base tables of a schema, MariaDB's system-versioned ones included: install refuses those by name
+ * rather than leave them out without a word (bound: schema).
+ */
 export const SCHEMA_BASE_TABLES_SQL =
-  "SELECT TABLE_NAME AS name FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_TYPE = 'BASE TABLE' ORDER BY TABLE_NAME";
+  "SELECT TABLE_NAME AS name FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_TYPE IN ('BASE TABLE', 'SYSTEM VERSIONED') ORDER BY TABLE_NAME";
+
+/** Registered tables that are no longer base tables (MariaDB: ALTER TABLE … ADD SYSTEM VERSIONING after install). */
+export function registeredTableTypesSql(metaSchema: string): string {
+  return (
+    'SELECT t.TABLE_SCHEMA AS schemaName, t.TABLE_NAME AS tableName, t.TABLE_TYPE AS tableType' +
+    ` FROM information_schema.TABLES t JOIN ${quoteTable(metaSchema, 'tables')} r` +
+    " ON r.schema_name = t.TABLE_SCHEMA AND r.table_name = t.TABLE_NAME WHERE t.TABLE_TYPE <> 'BASE TABLE' ORDER BY t.TABLE_SCHEMA, t.TABLE_NAME"
+  );
+}
+
+/**
+ * Registered tables with a CHECK constraint: MariaDB lists an application-time period only as one
+ * (named like the period), so only these need SHOW CREATE TABLE to look for periods.
+ */
+export function registeredTablesWithChecksSql(metaSchema: string): string {
+  return (
+    'SELECT DISTINCT c.TABLE_SCHEMA AS schemaName, c.TABLE_NAME AS tableName' +
+    ` FROM information_schema.TABLE_CONSTRAINTS c JOIN ${quoteTable(metaSchema, 'tables')} r` +
+    " ON r.schema_name = c.TABLE_SCHEMA AND r.table_name = c.TABLE_NAME WHERE c.CONSTRAINT_TYPE = 'CHECK' ORDER BY c.TABLE_SCHEMA, c.TABLE_NAME"
+  );
+}
 
 /** Triggers on one table (bound: schema, table). */
 export const TABLE_TRIGGERS_SQL =

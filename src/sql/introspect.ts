@@ -1,4 +1,5 @@
 // Read-only queries against information_schema and server variables. Bound: schema, table.
+import { quoteTable } from './quote.ts';
 
 export const COLUMNS_SQL =
   'SELECT COLUMN_NAME AS name, DATA_TYPE AS dataType, COLUMN_TYPE AS columnType, IS_NULLABLE AS nullable,' +
@@ -30,6 +31,11 @@ export const SET_NULL_FOREIGN_KEYS_SQL =
 
 export const TABLE_EXISTS_SQL =
   "SELECT TABLE_TYPE AS tableType FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?";
+
+/** SHOW CREATE TABLE: the only place MariaDB 10.11 names a table's application-time periods. */
+export function showCreateTableSql(schema: string, table: string): string {
+  return `SHOW CREATE TABLE ${quoteTable(schema, table)}`;
+}
 
 export const VERSION_SQL = 'SELECT VERSION() AS version';
 

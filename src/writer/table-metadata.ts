@@ -3,7 +3,7 @@ import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { UnknownTableError, UnsupportedTableError } from '../errors.ts';
 import { tombstoneTableName } from '../model/names.ts';
 import type { ColumnMeta, SetNullForeignKey, TableMeta } from '../model/table.ts';
-import { isGeneratedColumn, tableKey, unsupportedKeyColumn } from '../model/table.ts';
+import { isGeneratedColumn, tableKey, unsupportedKeyColumn, unsupportedTableType } from '../model/table.ts';
 import { CHECK_CLAUSES_SQL } from '../sql/install.ts';
 import { COLUMNS_SQL, FOREIGN_PARENTS_SQL, SET_NULL_FOREIGN_KEYS_SQL, TABLE_EXISTS_SQL, UNIQUE_KEYS_SQL } from '../sql/introspect.ts';
 
@@ -23,7 +23,8 @@ interface ColumnRow extends RowDataPacket {
 export async function loadTableMeta(conn: Connection, schema: string, table: string, versionColumn: string): Promise<TableMeta> {
   const [exists] = await conn.query<RowDataPacket[]>(TABLE_EXISTS_SQL, [schema, table]);
   if (exists.length === 0) throw new UnknownTableError(schema, table);
-  if (exists[0]!.tableType !== 'BASE TABLE') throw new UnsupportedTableError(schema, table, `it is a ${exists[0]!.tableType}, not a base table`);
+  const type = unsupportedTableType(String(exists[0]!.tableType));
+  if (type) throw new UnsupportedTableError(schema, table, type);
   const [cols] = await conn.query<ColumnRow[]>(COLUMNS_SQL, [schema, table]);
   const columns: ColumnMeta[] = cols.map((c) => ({
     name: c.name,

@@ -49,7 +49,7 @@ describeEachEngine('replicate refuses loudly', 2, (ctx) => {
     await noBinlog?.destroy();
   });
 
-  it('an unknown failpoint, binlog_format=STATEMENT, log_bin=OFF and a missing privilege each stop it with the cause', async () => {
+  it('an unknown failpoint, binlog_format=STATEMENT, log_bin=OFF, a missing privilege and tables altered after install each stop it with the cause', async () => {
     const conns = await setupNodes(urls, 'refuse', ['CREATE TABLE {{db}}.t (id INT PRIMARY KEY, v INT NOT NULL)'], ['t']);
     try {
       const flag = await exitOf(replicate(urls, ['--failpoints', 'noSuchPoint=return(true)']));
@@ -87,6 +87,26 @@ describeEachEngine('replicate refuses loudly', 2, (ctx) => {
         expect(charset.output).toMatch(/refuse\.t cannot be replicated: its column s is in character set big5/);
       } finally {
         await conns[1]!.query('ALTER TABLE refuse.t DROP COLUMN s');
+      }
+
+      // MariaDB: a table made system-versioned, or given an application-time period, after install (model/table.ts).
+      if (ctx.engine === 'mariadb') {
+        await conns[1]!.query('ALTER TABLE refuse.t ADD SYSTEM VERSIONING');
+        try {
+          const versioned = await exitOf(replicate(urls));
+          expect(versioned.code).not.toBe(0);
+          expect(versioned.output).toMatch(/refuse\.t cannot be replicated: it is system-versioned \(WITH SYSTEM VERSIONING\)[\s\S]*DROP SYSTEM VERSIONING/);
+        } finally {
+          await conns[1]!.query('ALTER TABLE refuse.t DROP SYSTEM VERSIONING');
+        }
+        await conns[0]!.query("ALTER TABLE refuse.t ADD COLUMN s DATE NOT NULL DEFAULT '2020-01-01', ADD COLUMN e DATE NOT NULL DEFAULT '2030-01-01', ADD PERIOD FOR p (s, e)");
+        try {
+          const period = await exitOf(replicate(urls));
+          expect(period.code).not.toBe(0);
+          expect(period.output).toMatch(/refuse\.t cannot be replicated: it has an application-time period \(PERIOD FOR p\)[\s\S]*FOR PORTION OF/);
+        } finally {
+          await conns[0]!.query('ALTER TABLE refuse.t DROP PERIOD FOR p, DROP COLUMN s, DROP COLUMN e');
+        }
       }
 
       // A node without a binary log installs (install does not need one) but cannot be a source.

@@ -5,6 +5,7 @@ import { checkTableSelection, parseTableRef } from '../../src/install/table-list
 import { isUnguardedAppTrigger } from '../../src/install/inspect.ts';
 import { backfillVersionSql } from '../../src/sql/install.ts';
 import { unsupportedCharsetColumn } from '../../src/model/charsets.ts';
+import { applicationPeriods, unsupportedTableType } from '../../src/model/table.ts';
 
 describe('table names given to install', () => {
   it('splits schema.table at the first dot', () => {
@@ -117,5 +118,32 @@ describe('charsets capture carries byte for byte (model/charsets.ts)', () => {
     for (const charset of ['big5', 'sjis', 'cp932', 'ujis', 'eucjpms', 'tis620', 'gb18030', 'gb2312', 'ucs2', 'utf32', 'swe7', 'macroman']) {
       expect(unsupportedCharsetColumn({ name: 'note', charset })).toMatch(new RegExp(`^its column note is in character set ${charset}, .*CHARACTER SET utf8mb4`));
     }
+  });
+});
+
+describe('temporal tables (MariaDB, model/table.ts)', () => {
+  it('finds application-time periods in SHOW CREATE TABLE, not SYSTEM_TIME nor a column or comment that names one', () => {
+    const created = [
+      'CREATE TABLE `h2` (',
+      '  `id` int(11) NOT NULL,',
+      "  `period for` varchar(9) DEFAULT NULL COMMENT 'x\\n  PERIOD FOR `q` (`s`, `e`)',",
+      '  `rs` timestamp(6) GENERATED ALWAYS AS ROW START,',
+      '  `re` timestamp(6) GENERATED ALWAYS AS ROW END,',
+      '  `s` date NOT NULL,',
+      '  `e` date NOT NULL,',
+      '  PERIOD FOR `app``x` (`s`, `e`),',
+      '  PRIMARY KEY (`id`,`re`),',
+      '  PERIOD FOR SYSTEM_TIME (`rs`, `re`)',
+      ') ENGINE=InnoDB WITH SYSTEM VERSIONING',
+    ].join('\n');
+    expect(applicationPeriods(created)).toEqual(['app`x']);
+    expect(applicationPeriods('CREATE TABLE t (\n  id int(11) NOT NULL,\n  PERIOD FOR p (s, e),\n  PRIMARY KEY (id)\n)')).toEqual(['p']);
+    expect(applicationPeriods('CREATE TABLE `t` (\n  `id` int(11) NOT NULL,\n  PRIMARY KEY (`id`)\n)')).toEqual([]);
+  });
+
+  it('refuses a system-versioned table with the reason and the remedy; takes a base table', () => {
+    expect(unsupportedTableType('BASE TABLE')).toBeUndefined();
+    expect(unsupportedTableType('SYSTEM VERSIONED')).toMatch(/^it is system-versioned .*history row.*DROP SYSTEM VERSIONING/);
+    expect(unsupportedTableType('VIEW')).toBe('it is a VIEW, not a base table');
   });
 });
