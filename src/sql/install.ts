@@ -15,12 +15,23 @@ export const META_TABLE_EXISTS_SQL = 'SELECT COUNT(*) AS n FROM information_sche
 export const SCHEMA_BASE_TABLES_SQL =
   "SELECT TABLE_NAME AS name FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_TYPE IN ('BASE TABLE', 'SYSTEM VERSIONED') ORDER BY TABLE_NAME";
 
+/**
+ * A registered table's name against information_schema's: byte for byte, as the server tells tables
+ * apart, not by the metadata schema's collation, which took 'Orders' and 'orders' (and 'café' and
+ * 'cafe') for one table.
+ */
+function sameTable(rSchema: string, rTable: string, iSchema: string, iTable: string): string {
+  const bin = (e: string) => `CAST(${e} AS BINARY)`;
+  // (Under lower_case_table_names the server folds names itself; the collation's equality stays.)
+  return `${rSchema} = ${iSchema} AND ${rTable} = ${iTable} AND (@@lower_case_table_names <> 0 OR (${bin(rSchema)} = ${bin(iSchema)} AND ${bin(rTable)} = ${bin(iTable)}))`;
+}
+
 /** Registered tables that are no longer base tables (MariaDB: ALTER TABLE … ADD SYSTEM VERSIONING after install). */
 export function registeredTableTypesSql(metaSchema: string): string {
   return (
     'SELECT t.TABLE_SCHEMA AS schemaName, t.TABLE_NAME AS tableName, t.TABLE_TYPE AS tableType' +
     ` FROM information_schema.TABLES t JOIN ${quoteTable(metaSchema, 'tables')} r` +
-    " ON r.schema_name = t.TABLE_SCHEMA AND r.table_name = t.TABLE_NAME WHERE t.TABLE_TYPE <> 'BASE TABLE' ORDER BY t.TABLE_SCHEMA, t.TABLE_NAME"
+    ` ON ${sameTable('r.schema_name', 'r.table_name', 't.TABLE_SCHEMA', 't.TABLE_NAME')} WHERE t.TABLE_TYPE <> 'BASE TABLE' ORDER BY t.TABLE_SCHEMA, t.TABLE_NAME`
   );
 }
 
@@ -32,7 +43,7 @@ export function registeredTablesWithChecksSql(metaSchema: string): string {
   return (
     'SELECT DISTINCT c.TABLE_SCHEMA AS schemaName, c.TABLE_NAME AS tableName' +
     ` FROM information_schema.TABLE_CONSTRAINTS c JOIN ${quoteTable(metaSchema, 'tables')} r` +
-    " ON r.schema_name = c.TABLE_SCHEMA AND r.table_name = c.TABLE_NAME WHERE c.CONSTRAINT_TYPE = 'CHECK' ORDER BY c.TABLE_SCHEMA, c.TABLE_NAME"
+    ` ON ${sameTable('r.schema_name', 'r.table_name', 'c.TABLE_SCHEMA', 'c.TABLE_NAME')} WHERE c.CONSTRAINT_TYPE = 'CHECK' ORDER BY c.TABLE_SCHEMA, c.TABLE_NAME`
   );
 }
 
@@ -45,17 +56,6 @@ export const TABLE_TRIGGERS_SQL =
 export const TABLE_TRIGGER_BODIES_SQL =
   'SELECT TRIGGER_NAME AS name, ACTION_TIMING AS timing, EVENT_MANIPULATION AS event, ACTION_STATEMENT AS body FROM information_schema.TRIGGERS' +
   ' WHERE EVENT_OBJECT_SCHEMA = ? AND EVENT_OBJECT_TABLE = ?';
-
-/**
- * A registered table's name against information_schema's: byte for byte, as the server tells tables
- * apart, not by the metadata schema's collation, which took 'Orders' and 'orders' (and 'café' and
- * 'cafe') for one table.
- */
-function sameTable(rSchema: string, rTable: string, iSchema: string, iTable: string): string {
-  const bin = (e: string) => `CAST(${e} AS BINARY)`;
-  // (Under lower_case_table_names the server folds names itself; the collation's equality stays.)
-  return `${rSchema} = ${iSchema} AND ${rTable} = ${iTable} AND (@@lower_case_table_names <> 0 OR (${bin(rSchema)} = ${bin(iSchema)} AND ${bin(rTable)} = ${bin(iTable)}))`;
-}
 
 /** Triggers on the registered (installed) tables, with their bodies. */
 export function registeredTableTriggersSql(metaSchema: string): string {
